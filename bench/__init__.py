@@ -1,0 +1,1 @@
+"""Benchmarks of infergauge's own speed and accuracy (`make bench`); figures, not tests."""

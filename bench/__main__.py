@@ -1,0 +1,32 @@
+"""`python -m bench [NAME ...]`: run each benchmark module's `main()` and print its figures."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import time
+
+# name -> module with a `main() -> None` that prints its figures
+BENCHMARKS: dict[str, str] = {
+    "loadgen": "bench.loadgen_client",
+    "simengine": "bench.sim_capacity",
+    "exporter": "bench.exporter_scrape",
+}
+
+
+def main(argv: list[str]) -> int:
+    names = argv or list(BENCHMARKS)
+    unknown = [n for n in names if n not in BENCHMARKS]
+    if unknown:
+        print(f"unknown benchmark {unknown[0]!r}; choose from {', '.join(BENCHMARKS)}", file=sys.stderr)
+        return 2
+    for name in names:
+        started = time.monotonic()
+        print(f"\n=== bench: {name} ===", flush=True)
+        importlib.import_module(BENCHMARKS[name]).main()
+        print(f"=== {name} done in {time.monotonic() - started:.0f} s ===", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,5 @@
+"""infergauge load generator: streaming client, exact statistics, live metrics, run records."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
