@@ -1,0 +1,3 @@
+"""Experiments on top of single loadgen runs: sweeps, capacity search, plans, align, diff, reports."""
+
+from __future__ import annotations
