@@ -1,0 +1,164 @@
+"""GPU host: dcgm-exporter names (works with the infergauge exporter or NVIDIA dcgm-exporter)."""
+
+from __future__ import annotations
+
+from .panels import Json, dashboard, query_var, row, table, target, targets, timeseries
+
+G = 'Hostname=~"$Hostname", gpu=~"$gpu"'
+LEGEND = "GPU {{gpu}} {{Hostname}}"
+GPU_LABELS = "Hostname, gpu, modelName, UUID, pci_bus_id, DCGM_FI_DRIVER_VERSION"
+
+
+def _series(title: str, expr: str, unit: str, desc: str = "", w: int = 8) -> Json:
+    return timeseries(title, [target(expr, LEGEND)], unit, desc=desc, w=w)
+
+
+def _gpu_panels() -> list[Json]:
+    return [
+        row("Load"),
+        _series(
+            "GPU utilization",
+            f"DCGM_FI_DEV_GPU_UTIL{{{G}}}",
+            "percent",
+            "Share of time a kernel ran (not how busy the SMs were).",
+        ),
+        _series("Memory copy utilization", f"DCGM_FI_DEV_MEM_COPY_UTIL{{{G}}}", "percent"),
+        _series("Memory used", f"DCGM_FI_DEV_FB_USED{{{G}}}", "mbytes"),
+        _series(
+            "Memory used share",
+            f"DCGM_FI_DEV_FB_USED{{{G}}} / (DCGM_FI_DEV_FB_USED{{{G}}} + DCGM_FI_DEV_FB_FREE{{{G}}})",
+            "percentunit",
+        ),
+        row("Power, heat and clocks"),
+        _series("Power draw", f"DCGM_FI_DEV_POWER_USAGE{{{G}}}", "watt"),
+        _series(
+            "Energy rate",
+            f"rate(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{{G}}}[$__rate_interval]) / 1000",
+            "watt",
+            "Average power from the energy counter (mJ): cost per token comes from this.",
+        ),
+        timeseries(
+            "Temperature",
+            targets(
+                (f"DCGM_FI_DEV_GPU_TEMP{{{G}}}", "GPU {{gpu}} core"),
+                (f"DCGM_FI_DEV_MEMORY_TEMP{{{G}}}", "GPU {{gpu}} memory"),
+            ),
+            "celsius",
+            w=8,
+        ),
+        _series("SM clock", f"DCGM_FI_DEV_SM_CLOCK{{{G}}} * 1e6", "hertz"),
+        _series("Memory clock", f"DCGM_FI_DEV_MEM_CLOCK{{{G}}} * 1e6", "hertz"),
+        timeseries(
+            "Clock event (throttle) reasons",
+            [
+                target(
+                    f"max by (Hostname, gpu, reason) (infergauge_gpu_clock_event_active{{{G}}})",
+                    "GPU {{gpu}} {{reason}}",
+                )
+            ],
+            "bool_on_off",
+            w=8,
+            desc="Thermal or power reasons active under load make runs incomparable.",
+        ),
+        row("Errors and processes"),
+        _series(
+            "PCIe replays", f"increase(DCGM_FI_DEV_PCIE_REPLAY_COUNTER{{{G}}}[$__rate_interval])", "short"
+        ),
+        _series(
+            "Last XID error", f"DCGM_FI_DEV_XID_ERRORS{{{G}}}", "short", "0 = none since the driver loaded."
+        ),
+        timeseries(
+            "GPU memory per process",
+            [
+                target(
+                    f"max by (Hostname, gpu, pid, process) (infergauge_gpu_process_memory_bytes{{{G}}})",
+                    "GPU {{gpu}} {{process}} ({{pid}})",
+                )
+            ],
+            "bytes",
+            w=8,
+            desc="Anything besides the engine here is a foreign process competing for the GPU.",
+        ),
+    ]
+
+
+def _inventory_panels() -> list[Json]:
+    hide = {"Time": True, "Value": True, "__name__": True}
+    organize = [{"id": "organize", "options": {"excludeByName": hide, "renameByName": {}, "indexByName": {}}}]
+    return [
+        row("Inventory"),
+        table(
+            "GPUs",
+            [target(f"max by ({GPU_LABELS}) (DCGM_FI_DEV_GPU_TEMP{{{G}}})", instant=True, fmt="table")],
+            transformations=organize,
+            w=12,
+            h=8,
+        ),
+        table(
+            "Interconnect (topology)",
+            [
+                target(
+                    'max by (gpu, peer, link) (infergauge_gpu_topology_info{Hostname=~"$Hostname"})',
+                    instant=True,
+                    fmt="table",
+                )
+            ],
+            transformations=organize,
+            w=12,
+            h=8,
+        ),
+        table(
+            "Engines on this host",
+            [target("max without (job, __name__) (infergauge_engine_info)", instant=True, fmt="table")],
+            transformations=organize,
+            w=24,
+            h=6,
+        ),
+        table(
+            "Host",
+            [target("max without (job, __name__) (infergauge_host_info)", instant=True, fmt="table")],
+            transformations=organize,
+            w=12,
+            h=5,
+        ),
+        timeseries(
+            "Exporter collectors",
+            targets(
+                (
+                    "min by (instance, collector) (infergauge_collector_success)",
+                    "ok {{collector}} {{instance}}",
+                ),
+            ),
+            "bool_yes_no",
+            w=12,
+            h=5,
+        ),
+    ]
+
+
+def build() -> Json:
+    """The GPU host dashboard."""
+    variables = [
+        query_var(
+            "Hostname", "Host", "label_values(DCGM_FI_DEV_GPU_UTIL, Hostname)", multi=True, include_all=True
+        ),
+        query_var(
+            "gpu",
+            "GPU",
+            'label_values(DCGM_FI_DEV_GPU_UTIL{Hostname=~"$Hostname"}, gpu)',
+            multi=True,
+            include_all=True,
+            sort=3,
+        ),
+    ]
+    return dashboard(
+        "infergauge-gpu-host",
+        "GPU host",
+        [*_gpu_panels(), *_inventory_panels()],
+        desc="The benchmark host's GPUs under dcgm-exporter's metric names, plus what dcgm-exporter lacks: "
+        "clock event reasons, per-process memory, topology, engine and host facts.",
+        variables=variables,
+        time_from="now-1h",
+        refresh="10s",
+        tags=("gpu",),
+    )

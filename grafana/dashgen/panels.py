@@ -1,0 +1,427 @@
+"""Small builders for Grafana dashboard JSON (schemaVersion 39, Grafana 10/11 file provisioning).
+
+Dashboards are written as Python so every panel shares one datasource reference, one layout rule and
+one unit vocabulary; `python -m grafana.dashgen` writes grafana/dashboards/*.json, and a unit test
+fails when the committed JSON differs from what this code generates.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+DATASOURCE_UID = "infergauge-prometheus"
+DS: dict[str, str] = {"type": "prometheus", "uid": DATASOURCE_UID}
+GRAFANA_DS: dict[str, str] = {"type": "grafana", "uid": "-- Grafana --"}
+SCHEMA_VERSION = 39
+
+Json = dict[str, Any]
+
+
+def target(expr: str, legend: str = "", *, ref: str = "A", instant: bool = False, fmt: str = "") -> Json:
+    """One PromQL query of a panel; `fmt` is "table" or "heatmap" where the panel needs it."""
+    out: Json = {"datasource": DS, "refId": ref, "expr": expr, "legendFormat": legend or "__auto"}
+    if instant:
+        out.update(instant=True, range=False)
+    else:
+        out.update(instant=False, range=True)
+    if fmt:
+        out["format"] = fmt
+    return out
+
+
+def targets(*pairs: tuple[str, str], instant: bool = False, fmt: str = "") -> list[Json]:
+    """Several (expr, legend) queries with refIds A, B, C..."""
+    return [
+        target(expr, legend, ref=chr(ord("A") + i), instant=instant, fmt=fmt)
+        for i, (expr, legend) in enumerate(pairs)
+    ]
+
+
+def _field_config(
+    unit: str, *, thresholds: list[tuple[float | None, str]] | None = None, **custom: Any
+) -> Json:
+    steps = [{"color": color, "value": value} for value, color in (thresholds or [(None, "green")])]
+    defaults: Json = {"unit": unit, "thresholds": {"mode": "absolute", "steps": steps}, "custom": custom}
+    if thresholds:
+        defaults["color"] = {"mode": "thresholds"}
+    return {"defaults": defaults, "overrides": []}
+
+
+def slo_override(series_name: str = "SLO") -> Json:
+    """Draw the series named `series_name` as a dashed red line (the SLO the run was given)."""
+    return {
+        "matcher": {"id": "byName", "options": series_name},
+        "properties": [
+            {"id": "color", "value": {"mode": "fixed", "fixedColor": "red"}},
+            {"id": "custom.lineStyle", "value": {"fill": "dash", "dash": [10, 10]}},
+            {"id": "custom.fillOpacity", "value": 0},
+        ],
+    }
+
+
+def timeseries(
+    title: str,
+    tgts: list[Json],
+    unit: str,
+    *,
+    desc: str = "",
+    w: int = 12,
+    h: int = 8,
+    stack: bool = False,
+    slo_series: bool = False,
+) -> Json:
+    """A time series panel; `slo_series` styles a query with legend "SLO" as the SLO line."""
+    fc = _field_config(
+        unit,
+        drawStyle="line",
+        lineWidth=1,
+        fillOpacity=10 if stack else 0,
+        showPoints="never",
+        spanNulls=False,
+        stacking={"mode": "normal" if stack else "none", "group": "A"},
+    )
+    if slo_series:
+        fc["overrides"].append(slo_override())
+    return {
+        "type": "timeseries",
+        "title": title,
+        "description": desc,
+        "datasource": DS,
+        "targets": tgts,
+        "fieldConfig": fc,
+        "options": {
+            "legend": {
+                "showLegend": True,
+                "displayMode": "table",
+                "placement": "bottom",
+                "calcs": ["lastNotNull", "max"],
+            },
+            "tooltip": {"mode": "multi", "sort": "desc"},
+        },
+        "_size": (w, h),
+    }
+
+
+def stat(
+    title: str,
+    tgts: list[Json],
+    unit: str,
+    *,
+    desc: str = "",
+    w: int = 4,
+    h: int = 4,
+    thresholds: list[tuple[float | None, str]] | None = None,
+) -> Json:
+    """A single-number panel (last value)."""
+    return {
+        "type": "stat",
+        "title": title,
+        "description": desc,
+        "datasource": DS,
+        "targets": tgts,
+        "fieldConfig": _field_config(unit, thresholds=thresholds),
+        "options": {
+            "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+            "colorMode": "value",
+            "graphMode": "area",
+            "textMode": "auto",
+            "justifyMode": "auto",
+            "orientation": "auto",
+        },
+        "_size": (w, h),
+    }
+
+
+def heatmap(title: str, expr: str, unit: str, *, desc: str = "", w: int = 12, h: int = 8) -> Json:
+    """Histogram buckets over time (`expr` must keep the `le` label)."""
+    return {
+        "type": "heatmap",
+        "title": title,
+        "description": desc,
+        "datasource": DS,
+        "targets": [target(expr, "{{le}}", fmt="heatmap")],
+        "fieldConfig": {
+            "defaults": {"custom": {"hideFrom": {"legend": False, "tooltip": False, "viz": False}}},
+            "overrides": [],
+        },
+        "options": {
+            "calculate": False,
+            "cellGap": 1,
+            "color": {
+                "mode": "scheme",
+                "scheme": "Oranges",
+                "scale": "exponential",
+                "exponent": 0.5,
+                "steps": 64,
+            },
+            "yAxis": {"axisPlacement": "left", "unit": unit},
+            "rowsFrame": {"layout": "auto"},
+            "tooltip": {"mode": "single", "yHistogram": True, "showColorScale": False},
+            "legend": {"show": True},
+            "exemplars": {"color": "rgba(255,0,255,0.7)"},
+        },
+        "_size": (w, h),
+    }
+
+
+def table(
+    title: str,
+    tgts: list[Json],
+    *,
+    desc: str = "",
+    w: int = 24,
+    h: int = 10,
+    transformations: list[Json] | None = None,
+    overrides: list[Json] | None = None,
+    unit: str = "short",
+) -> Json:
+    """A table panel built from instant queries (`format: table`)."""
+    fc = _field_config(unit, align="auto", cellOptions={"type": "auto"}, inspect=False)
+    fc["overrides"] = overrides or []
+    return {
+        "type": "table",
+        "title": title,
+        "description": desc,
+        "datasource": DS,
+        "targets": tgts,
+        "fieldConfig": fc,
+        "options": {
+            "showHeader": True,
+            "cellHeight": "sm",
+            "footer": {"show": False, "reducer": ["sum"], "fields": ""},
+        },
+        "transformations": transformations or [],
+        "_size": (w, h),
+    }
+
+
+def barchart(
+    title: str,
+    tgts: list[Json],
+    unit: str,
+    *,
+    x_field: str,
+    desc: str = "",
+    w: int = 8,
+    h: int = 8,
+    transformations: list[Json] | None = None,
+) -> Json:
+    """Bars across runs: one bar per row of an instant `format: table` query."""
+    return {
+        "type": "barchart",
+        "title": title,
+        "description": desc,
+        "datasource": DS,
+        "targets": tgts,
+        "fieldConfig": _field_config(unit, fillOpacity=80, lineWidth=1, gradientMode="none"),
+        "options": {
+            "xField": x_field,
+            "orientation": "auto",
+            "showValue": "auto",
+            "barWidth": 0.8,
+            "groupWidth": 0.7,
+            "xTickLabelRotation": -30,
+            "xTickLabelMaxLength": 24,
+            "legend": {"showLegend": True, "displayMode": "list", "placement": "bottom", "calcs": []},
+            "tooltip": {"mode": "single", "sort": "none"},
+        },
+        "transformations": transformations or [],
+        "_size": (w, h),
+    }
+
+
+def xychart(
+    title: str,
+    tgts: list[Json],
+    *,
+    x_unit: str,
+    y_unit: str,
+    desc: str = "",
+    w: int = 12,
+    h: int = 10,
+    transformations: list[Json] | None = None,
+) -> Json:
+    """Points, first numeric field on x, the next on y (auto mapping)."""
+    return {
+        "type": "xychart",
+        "title": title,
+        "description": desc,
+        "datasource": DS,
+        "targets": tgts,
+        "fieldConfig": {
+            "defaults": {
+                "unit": y_unit,
+                "custom": {"show": "points", "pointSize": {"fixed": 8}, "axisPlacement": "auto"},
+            },
+            "overrides": [{"matcher": {"id": "byType", "options": "number"}, "properties": []}],
+        },
+        "options": {
+            "seriesMapping": "auto",
+            "mapping": "auto",
+            "dims": {"frame": 0},
+            "legend": {"showLegend": True, "displayMode": "list", "placement": "bottom", "calcs": []},
+            "tooltip": {"mode": "single", "sort": "none"},
+            "xUnit": x_unit,
+        },
+        "transformations": transformations or [],
+        "_size": (w, h),
+    }
+
+
+def text(title: str, content: str, *, w: int = 24, h: int = 3) -> Json:
+    """A Markdown note (no query)."""
+    return {
+        "type": "text",
+        "title": title,
+        "options": {"mode": "markdown", "content": content},
+        "_size": (w, h),
+    }
+
+
+def row(title: str) -> Json:
+    """A collapsible row header spanning the dashboard width."""
+    return {"type": "row", "title": title, "collapsed": False, "panels": [], "_size": (24, 1)}
+
+
+def query_var(
+    name: str, label: str, query: str, *, multi: bool = False, include_all: bool = False, sort: int = 1
+) -> Json:
+    """A template variable filled by `label_values(...)`, refreshed on time-range change."""
+    return {
+        "name": name,
+        "label": label,
+        "type": "query",
+        "datasource": DS,
+        "query": {"query": query, "refId": f"{name}-query", "qryType": 1},
+        "definition": query,
+        "refresh": 2,
+        "sort": sort,
+        "multi": multi,
+        "includeAll": include_all,
+        "allValue": ".*" if include_all else None,
+        "current": {},
+        "options": [],
+        "hide": 0,
+        "regex": "",
+    }
+
+
+def textbox_var(name: str, label: str, default: str) -> Json:
+    """A free-text variable (SLO thresholds in seconds)."""
+    return {
+        "name": name,
+        "label": label,
+        "type": "textbox",
+        "query": default,
+        "hide": 0,
+        "current": {"text": default, "value": default},
+        "options": [{"selected": True, "text": default, "value": default}],
+    }
+
+
+def _layout(panels: list[Json]) -> list[Json]:
+    """Give panels ids and gridPos, left to right, wrapping at Grafana's 24 columns."""
+    out: list[Json] = []
+    x = y = row_h = 0
+    for pid, panel in enumerate(panels, start=1):
+        w, h = panel.pop("_size")
+        if x + w > 24 or panel["type"] == "row":
+            x, y, row_h = 0, y + row_h, 0
+        panel = {"id": pid, "gridPos": {"x": x, "y": y, "w": w, "h": h}, **panel}
+        out.append(panel)
+        x += w
+        row_h = max(row_h, h)
+        if panel["type"] == "row":
+            x, y, row_h = 0, y + h, 0
+    return out
+
+
+def dashboard(
+    uid: str,
+    title: str,
+    panels: list[Json],
+    *,
+    desc: str,
+    variables: list[Json],
+    annotations: list[Json] | None = None,
+    time_from: str = "now-1h",
+    refresh: str = "10s",
+    tags: tuple[str, ...] = (),
+) -> Json:
+    """A complete dashboard ready for file provisioning (stable uid, no __inputs)."""
+    builtin = {
+        "builtIn": 1,
+        "datasource": GRAFANA_DS,
+        "enable": True,
+        "hide": True,
+        "iconColor": "rgba(0, 211, 255, 1)",
+        "name": "Annotations & Alerts",
+        "type": "dashboard",
+    }
+    return {
+        "uid": uid,
+        "title": title,
+        "description": desc,
+        "tags": ["infergauge", *tags],
+        "timezone": "utc",
+        "editable": True,
+        "graphTooltip": 1,
+        "schemaVersion": SCHEMA_VERSION,
+        "version": 1,
+        "refresh": refresh,
+        "time": {"from": time_from, "to": "now"},
+        "timepicker": {},
+        "fiscalYearStartMonth": 0,
+        "liveNow": False,
+        "weekStart": "",
+        "links": [
+            {
+                "type": "dashboards",
+                "tags": ["infergauge"],
+                "asDropdown": True,
+                "title": "infergauge",
+                "includeVars": False,
+                "keepTime": True,
+                "icon": "external link",
+                "targetBlank": False,
+                "tooltip": "",
+                "url": "",
+            }
+        ],
+        "annotations": {"list": [builtin, *(annotations or [])]},
+        "templating": {"list": variables},
+        "panels": _layout(panels),
+    }
+
+
+def run_boundary_annotations(run_filter: str) -> list[Json]:
+    """Run start/end markers from Prometheus alone, plus the ones loadgen posts to Grafana's API."""
+
+    def prom(name: str, metric: str, color: str, word: str) -> Json:
+        return {
+            "name": name,
+            "datasource": DS,
+            "enable": True,
+            "hide": False,
+            "iconColor": color,
+            "expr": f"max by (run_id, target, scenario) ({metric}{{{run_filter}}} > 0) * 1000",
+            "step": "5s",
+            "useValueForTime": True,
+            "titleFormat": f"run {{{{run_id}}}} {word}",
+            "textFormat": "target {{target}}, scenario {{scenario}}",
+            "tagKeys": "run_id,target,scenario",
+        }
+
+    api = {
+        "name": "loadgen annotations (Grafana API)",
+        "datasource": GRAFANA_DS,
+        "enable": True,
+        "hide": False,
+        "iconColor": "purple",
+        "target": {"type": "tags", "tags": ["infergauge"], "matchAny": True, "limit": 100},
+    }
+    return [
+        prom("Run start (Prometheus)", "loadgen_run_start_timestamp_seconds", "green", "start"),
+        prom("Run end (Prometheus)", "loadgen_run_end_timestamp_seconds", "red", "end"),
+        api,
+    ]

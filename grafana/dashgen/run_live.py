@@ -1,0 +1,326 @@
+"""Benchmark run (live): one run's load, latency, client health, engine and GPUs while it goes."""
+
+from __future__ import annotations
+
+from .panels import (
+    Json,
+    dashboard,
+    heatmap,
+    query_var,
+    row,
+    run_boundary_annotations,
+    stat,
+    target,
+    targets,
+    textbox_var,
+    timeseries,
+)
+
+RUN = 'run_id="$run_id"'
+ENGINE = 'instance=~"$engine_instance"'
+GPU = 'Hostname=~"$Hostname"'
+LATENCIES = (
+    (
+        "TTFT",
+        "time_to_first_token",
+        "ttft_slo",
+        "Time to first token: first SSE chunk with a non-empty choice minus send.",
+    ),
+    (
+        "TPOT",
+        "time_per_output_token",
+        "tpot_slo",
+        "Time per output token: (E2E - TTFT) / (output_tokens - 1).",
+    ),
+    ("ITL", "inter_token_latency", "", "Inter-token latency: gap between consecutive token-bearing chunks."),
+    ("E2E latency", "request_duration", "e2e_slo", "End to end: last token-bearing chunk minus send."),
+)
+
+
+def _quantiles(metric: str, slo_var: str) -> list[Json]:
+    pairs = [
+        (
+            f"histogram_quantile({q}, sum by (le) "
+            f"(rate(loadgen_{metric}_seconds_bucket{{{RUN}}}[$__rate_interval])))",
+            f"p{int(float(q) * 100)}",
+        )
+        for q in ("0.5", "0.9", "0.99")
+    ]
+    if slo_var:
+        pairs.append((f"vector(${slo_var})", "SLO"))
+    return targets(*pairs)
+
+
+def _latency_panels() -> list[Json]:
+    panels: list[Json] = [row("Latency (client-side, exact definitions in the README)")]
+    for title, metric, slo_var, desc in LATENCIES:
+        panels.append(
+            timeseries(
+                f"{title} quantiles", _quantiles(metric, slo_var), "s", desc=desc, slo_series=bool(slo_var)
+            )
+        )
+        panels.append(
+            heatmap(
+                f"{title} distribution",
+                f"sum by (le) (increase(loadgen_{metric}_seconds_bucket{{{RUN}}}[$__rate_interval]))",
+                "s",
+                desc=f"{desc} Requests per bucket per interval.",
+            )
+        )
+    return panels
+
+
+def _summary_panels() -> list[Json]:
+    return [
+        stat(
+            "Asked rate",
+            [target(f"max(loadgen_target_request_rate{{{RUN}}})", "asked")],
+            "reqps",
+            desc="Request rate the schedule asks for (+Inf = all at once).",
+        ),
+        stat(
+            "Achieved (ok, 1m)",
+            [target(f"sum(run_id:loadgen_requests_ok:rate1m{{{RUN}}})", "ok req/s")],
+            "reqps",
+        ),
+        stat("In flight", [target(f"sum(loadgen_in_flight_requests{{{RUN}}})", "in flight")], "short"),
+        stat(
+            "Error ratio (1m)",
+            [target(f"max(run_id:loadgen_requests_failed:ratio_rate1m{{{RUN}}})", "errors")],
+            "percentunit",
+            thresholds=[(None, "green"), (0.01, "orange"), (0.05, "red")],
+        ),
+        stat(
+            "p99 TTFT (run so far)",
+            [target(f"max(run_id:loadgen_time_to_first_token_seconds:p99{{{RUN}}})", "p99")],
+            "s",
+        ),
+        stat(
+            "Goodput (run so far)",
+            [target(f"max(run_id:loadgen_goodput:run_rate{{{RUN}}})", "goodput")],
+            "reqps",
+            desc="Requests per second meeting every SLO given to the run.",
+        ),
+    ]
+
+
+def _load_panels() -> list[Json]:
+    return [
+        row("Load"),
+        timeseries(
+            "Asked vs achieved request rate",
+            targets(
+                (f"max(loadgen_target_request_rate{{{RUN}}})", "asked"),
+                (f"sum(rate(loadgen_requests_total{{{RUN}}}[$__rate_interval]))", "finished (any outcome)"),
+                (
+                    f'sum(rate(loadgen_requests_total{{{RUN}, outcome="ok"}}[$__rate_interval]))',
+                    "achieved (ok)",
+                ),
+                (
+                    f"sum(rate(loadgen_slo_met_requests_total{{{RUN}}}[$__rate_interval]))",
+                    "goodput (met SLOs)",
+                ),
+            ),
+            "reqps",
+        ),
+        timeseries(
+            "In-flight requests",
+            targets(
+                (f"sum(loadgen_in_flight_requests{{{RUN}}})", "in flight"),
+                (f"max(loadgen_max_concurrency{{{RUN}}} > 0)", "max concurrency"),
+            ),
+            "short",
+        ),
+        timeseries(
+            "Outcomes",
+            [
+                target(
+                    f"sum by (outcome) (rate(loadgen_requests_total{{{RUN}}}[$__rate_interval]))",
+                    "{{outcome}}",
+                )
+            ],
+            "reqps",
+            stack=True,
+        ),
+        timeseries(
+            "Tokens per second",
+            targets(
+                (f"sum(rate(loadgen_prompt_tokens_total{{{RUN}}}[$__rate_interval]))", "prompt tok/s"),
+                (f"sum(rate(loadgen_output_tokens_total{{{RUN}}}[$__rate_interval]))", "output tok/s"),
+            ),
+            "suffix: tok/s",
+        ),
+    ]
+
+
+def _client_panels() -> list[Json]:
+    return [
+        row("Client health (is the load generator the bottleneck?)"),
+        timeseries(
+            "Schedule lag (actual send - scheduled send)",
+            targets(
+                (
+                    f"histogram_quantile(0.5, sum by (le) (rate(loadgen_schedule_lag_seconds_bucket{{{RUN}}}"
+                    "[$__rate_interval])))",
+                    "p50",
+                ),
+                (
+                    f"histogram_quantile(0.99, sum by (le) (rate(loadgen_schedule_lag_seconds_bucket{{{RUN}}}"
+                    "[$__rate_interval])))",
+                    "p99",
+                ),
+            ),
+            "s",
+            desc="Coordinated-omission guard: growing lag means the client cannot keep the asked rate.",
+        ),
+        timeseries(
+            "Event-loop lag",
+            [target(f"max by (instance) (loadgen_event_loop_lag_seconds{{{RUN}}})", "{{instance}}")],
+            "s",
+            desc="Late timestamps inflate TTFT and ITL: keep this far below the latencies measured.",
+        ),
+    ]
+
+
+def _engine_panels() -> list[Json]:
+    return [
+        row("Engine (its own /metrics: vLLM or SGLang names)"),
+        timeseries(
+            "Running and waiting requests",
+            targets(
+                (
+                    f"sum by (job, instance) (vllm:num_requests_running{{{ENGINE}}})",
+                    "running {{job}} {{instance}}",
+                ),
+                (
+                    f"sum by (job, instance) (vllm:num_requests_waiting{{{ENGINE}}})",
+                    "waiting {{job}} {{instance}}",
+                ),
+                (
+                    f"sum by (job, instance) (sglang:num_running_reqs{{{ENGINE}}})",
+                    "running {{job}} {{instance}}",
+                ),
+                (
+                    f"sum by (job, instance) (sglang:num_queue_reqs{{{ENGINE}}})",
+                    "waiting {{job}} {{instance}}",
+                ),
+            ),
+            "short",
+        ),
+        timeseries(
+            "KV-cache usage",
+            targets(
+                (f"max by (job, instance) (vllm:kv_cache_usage_perc{{{ENGINE}}})", "{{job}} {{instance}}"),
+                (f"max by (job, instance) (sglang:token_usage{{{ENGINE}}})", "{{job}} {{instance}}"),
+            ),
+            "percentunit",
+            desc="Near 100% the engine queues or preempts: the concurrency ceiling.",
+        ),
+        timeseries(
+            "Preemptions / retractions",
+            targets(
+                (
+                    f"sum by (job, instance) "
+                    f"(rate(vllm:num_preemptions_total{{{ENGINE}}}[$__rate_interval]))",
+                    "vLLM preemptions/s {{instance}}",
+                ),
+                (
+                    f"sum by (job, instance) (sglang:num_retracted_reqs{{{ENGINE}}})",
+                    "SGLang retracted {{instance}}",
+                ),
+            ),
+            "short",
+        ),
+    ]
+
+
+def _gpu_panels() -> list[Json]:
+    return [
+        row("GPUs (dcgm-exporter names: infergauge exporter or NVIDIA dcgm-exporter)"),
+        timeseries(
+            "GPU utilization",
+            [target(f"DCGM_FI_DEV_GPU_UTIL{{{GPU}}}", "GPU {{gpu}} {{Hostname}}")],
+            "percent",
+            w=8,
+        ),
+        timeseries(
+            "GPU memory used",
+            [target(f"DCGM_FI_DEV_FB_USED{{{GPU}}}", "GPU {{gpu}} {{Hostname}}")],
+            "mbytes",
+            w=8,
+        ),
+        timeseries(
+            "Power", [target(f"DCGM_FI_DEV_POWER_USAGE{{{GPU}}}", "GPU {{gpu}} {{Hostname}}")], "watt", w=8
+        ),
+        timeseries(
+            "Temperature",
+            targets(
+                (f"DCGM_FI_DEV_GPU_TEMP{{{GPU}}}", "GPU {{gpu}} core"),
+                (f"DCGM_FI_DEV_MEMORY_TEMP{{{GPU}}}", "GPU {{gpu}} memory"),
+            ),
+            "celsius",
+            w=8,
+        ),
+        timeseries(
+            "SM clock",
+            [target(f"DCGM_FI_DEV_SM_CLOCK{{{GPU}}} * 1e6", "GPU {{gpu}} {{Hostname}}")],
+            "hertz",
+            w=8,
+            desc="A drop under load with an active throttle reason explains slower runs.",
+        ),
+        timeseries(
+            "Clock event (throttle) reasons",
+            [
+                target(
+                    f"max by (Hostname, gpu, reason) (infergauge_gpu_clock_event_active{{{GPU}}})",
+                    "GPU {{gpu}} {{reason}}",
+                )
+            ],
+            "bool_on_off",
+            w=8,
+        ),
+    ]
+
+
+def build() -> Json:
+    """The live run dashboard."""
+    panels = [
+        *_summary_panels(),
+        *_load_panels(),
+        *_latency_panels(),
+        *_client_panels(),
+        *_engine_panels(),
+        *_gpu_panels(),
+    ]
+    variables = [
+        query_var("run_id", "Run", "label_values(loadgen_run_info, run_id)", sort=2),
+        query_var(
+            "engine_instance",
+            "Engine",
+            'label_values({__name__=~"vllm:num_requests_running|sglang:num_running_reqs"}, instance)',
+            multi=True,
+            include_all=True,
+        ),
+        query_var(
+            "Hostname",
+            "GPU host",
+            "label_values(DCGM_FI_DEV_GPU_UTIL, Hostname)",
+            multi=True,
+            include_all=True,
+        ),
+        textbox_var("ttft_slo", "TTFT SLO (s)", "0.5"),
+        textbox_var("tpot_slo", "TPOT SLO (s)", "0.05"),
+        textbox_var("e2e_slo", "E2E SLO (s)", "10"),
+    ]
+    return dashboard(
+        "infergauge-run-live",
+        "Benchmark run (live)",
+        panels,
+        desc="One loadgen run while it goes: asked vs achieved load, latency quantiles and distributions, "
+        "client health, the engine's queue and KV cache, and the GPUs.",
+        variables=variables,
+        annotations=run_boundary_annotations(RUN),
+        time_from="now-15m",
+        refresh="5s",
+        tags=("run",),
+    )
