@@ -1,0 +1,27 @@
+"""Target adapters, one per engine, and the registry that maps `--target` names to them."""
+
+from __future__ import annotations
+
+from loadgen.targets.base import EngineMetadata, FlushResult, Target
+from loadgen.targets.openai import OpenAITarget
+from loadgen.targets.sglang import SGLangTarget
+from loadgen.targets.sim import SimTarget
+from loadgen.targets.vllm import VLLMTarget
+
+TARGETS: dict[str, type[Target]] = {
+    "vllm": VLLMTarget,
+    "sglang": SGLangTarget,
+    "openai": OpenAITarget,
+    "sim": SimTarget,
+}
+
+
+def get_target(name: str) -> Target:
+    """An instance of the named target; unknown names list the valid ones."""
+    try:
+        return TARGETS[name]()
+    except KeyError:
+        raise ValueError(f"unknown target {name!r}; choose from {', '.join(TARGETS)}") from None
+
+
+__all__ = ["TARGETS", "EngineMetadata", "FlushResult", "Target", "get_target"]

@@ -1,0 +1,176 @@
+"""`loadgen run` (the default command): one benchmark run against a target.
+
+Sources resolve as `--config run.yaml` < environment (`LOADGEN_*`, `OPENAI_API_KEY`, `GRAFANA_URL`,
+`GRAFANA_TOKEN`) < flags. Exit codes: 0 ok; 1 the run failed its error budget or was interrupted
+(a partial result is still written); 2 usage error or unreachable target (nothing written).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import click
+
+from loadgen.config import (
+    ARRIVALS,
+    ENDPOINTS,
+    PROFILES,
+    TARGET_NAMES,
+    WORKLOADS,
+    ConfigError,
+    RunConfig,
+    env_overrides,
+    load_yaml,
+    parse_duration,
+    parse_rate,
+    parse_slo,
+    resolve,
+)
+
+
+class OneLineErrors(click.Command):
+    """Usage errors print as one line (`Error: ...`) without the usage banner; exit code 2."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as exc:
+            exc.ctx = None
+            raise
+
+
+def sim_passthrough(extra: list[str]) -> tuple[str, ...]:
+    """`--sim-max-num-seqs 64 --sim-x=1` -> ("--max-num-seqs", "64", "--x=1"); other extras are errors."""
+    out: list[str] = []
+    i = 0
+    while i < len(extra):
+        token = extra[i]
+        if not token.startswith("--sim-"):
+            raise click.UsageError(f"no such option {token!r} (see loadgen run --help)")
+        out.append("--" + token[len("--sim-") :])
+        if "=" not in token and i + 1 < len(extra) and not extra[i + 1].startswith("--"):
+            out.append(extra[i + 1])
+            i += 1
+        i += 1
+    return tuple(out)
+
+
+def _flag_values(params: Mapping[str, Any]) -> dict[str, Any]:
+    """Click values (None when not given) converted to RunConfig fields."""
+    flags = {k: v for k, v in params.items() if k not in ("config", "json_output", "quiet") and v is not None}
+    if "rate" in flags:
+        flags["rate"] = parse_rate(flags["rate"])
+    if "duration" in flags:
+        flags["duration_s"] = parse_duration(flags.pop("duration"))
+    if "request_timeout" in flags:
+        flags["request_timeout_s"] = parse_duration(flags.pop("request_timeout"), "request timeout")
+    if "linger" in flags:
+        flags["linger_s"] = float(flags.pop("linger"))
+    if "slo" in flags:
+        flags["slo"] = parse_slo(flags["slo"])
+    return flags
+
+
+def build_config(params: Mapping[str, Any], extra: list[str], environ: Mapping[str, str]) -> RunConfig:
+    """Resolve YAML < env < flags into a RunConfig (raises ConfigError / click.UsageError)."""
+    yaml_values = load_yaml(params["config"]) if params.get("config") else {}
+    env_values = env_overrides(environ)
+    for var, key in (
+        ("OPENAI_API_KEY", "api_key"),
+        ("GRAFANA_URL", "grafana_url"),
+        ("GRAFANA_TOKEN", "grafana_token"),
+    ):
+        if environ.get(var) and key not in env_values:
+            env_values[key] = environ[var]
+    flags = _flag_values(params)
+    sim_args = sim_passthrough(extra)
+    if sim_args:
+        flags["sim_args"] = tuple(yaml_values.get("sim_args", ())) + sim_args
+    return resolve(yaml_values, env_values, flags)
+
+
+def _raise_fd_limit() -> None:
+    """Many concurrent streams need many sockets: lift the soft open-files limit to the hard one."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+@click.command(
+    cls=OneLineErrors,
+    context_settings={
+        "ignore_unknown_options": True,
+        "allow_extra_args": True,
+        "help_option_names": ["-h", "--help"],
+    },
+)
+@click.option(
+    "--config", type=click.Path(dir_okay=False), help="run.yaml with RunConfig fields (flags override)."
+)
+@click.option(
+    "--target", type=click.Choice(TARGET_NAMES), help="Engine preset (default sim: embedded simulator)."
+)
+@click.option("--base-url", help="Server URL (vllm :8000, sglang :30000 by default; required for openai).")
+@click.option("--model", help="Model name (default: the first of /v1/models).")
+@click.option("--endpoint", type=click.Choice(ENDPOINTS), help="completions (default) or chat.")
+@click.option("--api-key", help="Bearer token (or OPENAI_API_KEY); never logged or stored.")
+@click.option("--seed", type=int, help="Seed of the workload and schedule (default 42).")
+@click.option("--workload", type=click.Choice(WORKLOADS), help="Prompt generator (default random).")
+@click.option("--dataset", type=click.Path(dir_okay=False), help="JSONL file for --workload jsonl.")
+@click.option("--input-len", help="fixed:N | uniform:A-B | normal:MEAN,STD | lognormal:MEDIAN,SIGMA.")
+@click.option("--output-len", help="Output length distribution (same forms as --input-len).")
+@click.option(
+    "--profile", type=click.Choice(tuple(PROFILES)), help="short 64/64, medium 512/256, long 2048/512."
+)
+@click.option("--shared-prefix-len", type=int, help="Tokens of the shared system prompt (shared-prefix).")
+@click.option("--shared-prefix-groups", type=int, help="Number of distinct shared prefixes (shared-prefix).")
+@click.option("--ignore-eos/--no-ignore-eos", default=None, help="Exact output lengths (default on).")
+@click.option("--rate", help="Requests per second, or inf (default) to send all at once.")
+@click.option("--arrival", type=click.Choice(ARRIVALS), help="Arrival process (default poisson).")
+@click.option("--burstiness", type=float, help="Gamma shape for --arrival gamma (1 = Poisson).")
+@click.option("--max-concurrency", type=int, help="Cap on requests in flight.")
+@click.option("--num-prompts", type=int, help="Measured requests (default 1000 unless --duration).")
+@click.option("--duration", help="Stop sending after this long (e.g. 30, 30s, 2m).")
+@click.option("--warmup", type=int, help="First N requests excluded from the statistics.")
+@click.option("--slo", help="Goodput SLOs, e.g. ttft=200ms,tpot=50ms,e2e=2s.")
+@click.option("--request-timeout", help="Per-request timeout (default 600s).")
+@click.option("--max-error-rate", type=float, help="Stop and exit 1 above this failed share (default 0.1).")
+@click.option("--metrics-port", type=int, help="Live /metrics port (default 9403; 0 disables).")
+@click.option("--linger", type=float, help="Seconds /metrics stays up after the run (default 15).")
+@click.option("--results-dir", help="Where results/<run_id>/ go (default results).")
+@click.option("--scenario", help="Scenario label (default <workload>-<profile>).")
+@click.option("--experiment-id", help="Experiment this run belongs to.")
+@click.option("--exporter-url", help="infergauge exporter (default: try http://127.0.0.1:9402).")
+@click.option("--json", "json_output", is_flag=True, help="Print the summary as JSON instead of the table.")
+@click.option("--quiet", is_flag=True, help="No progress display.")
+@click.pass_context
+def run(ctx: click.Context, **params: Any) -> None:
+    """Run a benchmark: `loadgen --target sglang --rate 10` (extra `--sim-X V` go to the simulator)."""
+    from loadgen.progress import summary_table
+    from loadgen.runner import run_benchmark_sync
+
+    try:
+        config = build_config(params, list(ctx.args), os.environ)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    _raise_fd_limit()
+    try:
+        result = run_benchmark_sync(config, progress=not params["quiet"])
+    except ConfigError as exc:  # unreachable target, busy metrics port, unusable dataset
+        click.echo(f"Error: {exc}", err=True)
+        ctx.exit(2)
+    if params["json_output"]:
+        click.echo(json.dumps(result.summary, indent=2, default=str))
+    else:
+        click.echo(summary_table(result.summary))
+    click.echo(f"results: {result.result_dir}/ (manifest.json, summary.json, requests.jsonl)", err=True)
+    ctx.exit(result.exit_code)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(run())

@@ -1,0 +1,135 @@
+"""The streaming HTTP client: sends one request and stamps every read as its bytes arrive.
+
+It only records timestamps (`time.perf_counter_ns()`, taken when a read returns, before any
+parsing); `sse.parse_stream` turns the stamped reads into token times afterwards, and `stats`
+computes the metrics. Failures are outcomes, never exceptions: `ok`, `http_error`, `timeout`,
+`disconnect`, `protocol_error`, `cancelled` (cancellation is recorded and re-raised).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+from loadgen.sse import ProtocolError, parse_stream
+
+OUTCOMES = ("ok", "http_error", "timeout", "disconnect", "protocol_error", "cancelled")
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """Timestamps (perf_counter ns) and counts of one request; outcome None until it finishes."""
+
+    index: int
+    x_request_id: str
+    warmup: bool
+    scheduled_ns: int
+    input_len: int
+    output_len: int
+    sent_ns: int = 0
+    first_ns: int | None = None
+    last_ns: int | None = None
+    done_ns: int | None = None
+    token_ns: list[int] = field(default_factory=list)
+    prompt_tokens: int | None = None
+    output_tokens: int = 0
+    token_count: str = "usage"
+    outcome: str | None = None
+    http_status: int | None = None
+    error: str | None = None
+
+    @property
+    def schedule_lag_ns(self) -> int:
+        """Actual send minus scheduled send."""
+        return self.sent_ns - self.scheduled_ns
+
+
+def _finish_from_stream(record: RequestRecord, reads: list[tuple[int, bytes]], complete: bool) -> None:
+    """Fill token times and counts from the stamped reads; set protocol_error when malformed."""
+    try:
+        parsed = parse_stream(reads)
+    except ProtocolError as exc:
+        record.outcome, record.error = "protocol_error", str(exc)
+        return
+    record.token_ns = parsed.token_ns
+    if parsed.token_ns:
+        record.first_ns, record.last_ns = parsed.token_ns[0], parsed.token_ns[-1]
+    record.prompt_tokens = parsed.prompt_tokens
+    if parsed.completion_tokens is not None:
+        record.output_tokens, record.token_count = parsed.completion_tokens, "usage"
+    else:
+        record.output_tokens, record.token_count = len(parsed.token_ns), "estimated"
+    if not complete:
+        return
+    if parsed.error is not None:
+        record.outcome, record.error = "http_error", parsed.error
+    elif not parsed.done:
+        record.outcome, record.error = "protocol_error", "stream ended before data: [DONE]"
+    elif not parsed.token_ns:
+        record.outcome, record.error = "protocol_error", "stream carried no tokens"
+    else:
+        record.outcome = "ok"
+
+
+async def _read_error(resp: aiohttp.ClientResponse) -> str:
+    try:
+        body = await resp.text()
+    except (aiohttp.ClientError, UnicodeDecodeError):
+        body = ""
+    return f"HTTP {resp.status}: {body.strip()[:300]}"
+
+
+async def send_request(
+    session: aiohttp.ClientSession, url: str, body: bytes, headers: dict[str, str], record: RequestRecord
+) -> RequestRecord:
+    """POST `body` (JSON bytes) and stream the response into `record`; returns the record."""
+    reads: list[tuple[int, bytes]] = []
+    now = time.perf_counter_ns
+    record.sent_ns = now()
+    try:
+        async with session.post(url, data=body, headers=headers) as resp:
+            record.http_status = resp.status
+            if resp.status != 200:
+                record.outcome, record.error = "http_error", await _read_error(resp)
+                return record
+            async for data in resp.content.iter_any():
+                reads.append((now(), data))
+        record.done_ns = now()
+        _finish_from_stream(record, reads, complete=True)
+    except asyncio.CancelledError:
+        _partial(record, reads, "cancelled", "cancelled before completion")
+        raise
+    except TimeoutError:
+        _partial(record, reads, "timeout", "no complete response within --request-timeout")
+    except (
+        aiohttp.ClientPayloadError,
+        aiohttp.ServerDisconnectedError,
+        aiohttp.ClientOSError,
+        aiohttp.ClientConnectionError,
+    ) as exc:
+        _partial(record, reads, "disconnect", f"{type(exc).__name__}: {str(exc)[:200]}")
+    return record
+
+
+def _partial(record: RequestRecord, reads: list[tuple[int, bytes]], outcome: str, error: str) -> None:
+    record.done_ns = time.perf_counter_ns()
+    _finish_from_stream(record, reads, complete=False)
+    if record.outcome is None:
+        record.outcome, record.error = outcome, error
+
+
+def request_headers(api_key: str | None, x_request_id: str) -> dict[str, str]:
+    """Headers of one request: JSON body, X-Request-Id, and the bearer token when given."""
+    headers = {"Content-Type": "application/json", "X-Request-Id": x_request_id}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return headers
+
+
+def describe_payload(payload: dict[str, Any]) -> dict[str, Any]:
+    """A loggable view of a payload (prompt elided)."""
+    return {k: ("…" if k in ("prompt", "messages") else v) for k, v in payload.items()}

@@ -1,0 +1,304 @@
+"""The resolved run configuration: YAML file < environment (`LOADGEN_*`) < command-line flags.
+
+Nothing below the CLI reads `os.environ`; the CLI passes the environment mapping in here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from loadgen.distributions import SpecError, parse_length
+
+TARGET_NAMES = ("vllm", "sglang", "openai", "sim")
+ENDPOINTS = ("completions", "chat")
+WORKLOADS = ("random", "random-text", "shared-prefix", "jsonl")
+ARRIVALS = ("poisson", "constant", "gamma")
+PROFILES: dict[str, tuple[int, int]] = {"short": (64, 64), "medium": (512, 256), "long": (2048, 512)}
+SECRET_FIELDS = ("api_key", "grafana_token")
+SLO_KEYS = ("ttft", "tpot", "e2e")
+DEFAULT_NUM_PROMPTS = 1000
+
+
+class ConfigError(ValueError):
+    """Bad user input (flag, YAML key, env value): one line naming the value and the valid choices."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything one benchmark run needs; built with `dataclasses.replace` for variants."""
+
+    target: str = "sim"
+    base_url: str | None = None
+    model: str | None = None
+    endpoint: str = "completions"
+    api_key: str | None = field(default=None, repr=False)
+    seed: int = 42
+    workload: str | None = None
+    dataset: str | None = None
+    input_len: str | None = None
+    output_len: str | None = None
+    profile: str | None = None
+    shared_prefix_len: int = 256
+    shared_prefix_groups: int = 4
+    ignore_eos: bool = True
+    rate: float = math.inf
+    arrival: str = "poisson"
+    burstiness: float = 1.0
+    max_concurrency: int | None = None
+    num_prompts: int | None = None
+    duration_s: float | None = None
+    warmup: int = 0
+    slo: dict[str, float] = field(default_factory=dict)
+    request_timeout_s: float = 600.0
+    max_error_rate: float = 0.1
+    metrics_port: int = 9403
+    linger_s: float = 15.0
+    results_dir: str = "results"
+    scenario: str | None = None
+    experiment_id: str | None = None
+    exporter_url: str | None = None
+    sim_args: tuple[str, ...] = ()
+    grafana_url: str | None = None
+    grafana_token: str | None = field(default=None, repr=False)
+    extra_manifest: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+    @property
+    def resolved_workload(self) -> str:
+        """The workload name, defaulting to token ids for completions and text for chat."""
+        if self.workload:
+            return self.workload
+        if self.dataset:
+            return "jsonl"
+        return "random-text" if self.endpoint == "chat" else "random"
+
+    @property
+    def lengths(self) -> tuple[str, str]:
+        """(input, output) length specs: explicit flags win over the profile (default medium)."""
+        prof_in, prof_out = PROFILES[self.profile or "medium"]
+        spec_in, spec_out = self.input_len or f"fixed:{prof_in}", self.output_len or f"fixed:{prof_out}"
+        return (str(parse_length(spec_in)), str(parse_length(spec_out)))
+
+    @property
+    def resolved_scenario(self) -> str:
+        """The `scenario` label: as given, else `<workload>-<profile or custom>`."""
+        if self.scenario:
+            return self.scenario
+        custom = self.input_len or self.output_len
+        return f"{self.resolved_workload}-{'custom' if custom else (self.profile or 'medium')}"
+
+    @property
+    def total_requests(self) -> int | None:
+        """Requests to send including warmup; None when only a duration bounds the run."""
+        if self.num_prompts is None and self.duration_s is not None:
+            return None
+        return (self.num_prompts or DEFAULT_NUM_PROMPTS) + self.warmup
+
+    def to_manifest(self) -> dict[str, Any]:
+        """The resolved configuration with secrets removed (presence is kept as a boolean)."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name in SECRET_FIELDS:
+                out[f"{f.name}_set"] = value is not None
+                continue
+            if isinstance(value, float) and math.isinf(value):
+                value = "inf"
+            elif isinstance(value, tuple):
+                value = list(value)
+            out[f.name] = value
+        out["workload"] = self.resolved_workload
+        out["input_len"], out["output_len"] = self.lengths
+        out["scenario"] = self.resolved_scenario
+        return out
+
+
+def _choice(name: str, value: str | None, choices: tuple[str, ...]) -> None:
+    if value is not None and value not in choices:
+        raise ConfigError(f"invalid {name} {value!r}; choose from {', '.join(choices)}")
+
+
+def _positive(name: str, value: float | None, *, allow_zero: bool = False) -> None:
+    if value is None:
+        return
+    if isinstance(value, float) and math.isnan(value):
+        raise ConfigError(f"invalid {name} {value!r}: must be a number")
+    if value < 0 or (value == 0 and not allow_zero):
+        raise ConfigError(f"invalid {name} {value!r}: must be {'>= 0' if allow_zero else '> 0'}")
+
+
+def validate(config: RunConfig) -> None:
+    """Raise ConfigError for the first invalid field; called on construction."""
+    _choice("target", config.target, TARGET_NAMES)
+    _choice("endpoint", config.endpoint, ENDPOINTS)
+    _choice("workload", config.workload, WORKLOADS)
+    _choice("arrival", config.arrival, ARRIVALS)
+    _choice("profile", config.profile, tuple(PROFILES))
+    for name in ("rate", "burstiness", "request_timeout_s", "duration_s"):
+        _positive(name, getattr(config, name))
+    for name in ("max_concurrency", "num_prompts", "shared_prefix_len", "shared_prefix_groups"):
+        _positive(name, getattr(config, name))
+    for name in ("warmup", "linger_s", "metrics_port"):
+        _positive(name, getattr(config, name), allow_zero=True)
+    if not 0 <= config.max_error_rate <= 1:
+        raise ConfigError(f"invalid max_error_rate {config.max_error_rate!r}: must be between 0 and 1")
+    if config.metrics_port > 65535:
+        raise ConfigError(f"invalid metrics_port {config.metrics_port!r}: must be 0-65535")
+    _validate_combinations(config)
+
+
+def _validate_combinations(config: RunConfig) -> None:
+    if config.target == "openai" and not config.base_url:
+        raise ConfigError("target 'openai' needs --base-url (e.g. http://127.0.0.1:8000)")
+    if config.base_url and not config.base_url.startswith(("http://", "https://")):
+        raise ConfigError(f"invalid base_url {config.base_url!r}: must start with http:// or https://")
+    if config.resolved_workload == "jsonl" and not config.dataset:
+        raise ConfigError("workload 'jsonl' needs --dataset FILE.jsonl")
+    if config.resolved_workload == "random" and config.endpoint == "chat":
+        raise ConfigError(
+            "workload 'random' sends token ids, which chat cannot take; use --workload random-text"
+        )
+    if math.isinf(config.rate) and config.total_requests is None and config.max_concurrency is None:
+        raise ConfigError("rate 'inf' with only --duration needs --max-concurrency (or give --num-prompts)")
+    for spec in (config.input_len, config.output_len):
+        if spec is not None:
+            try:
+                parse_length(spec)
+            except SpecError as exc:
+                raise ConfigError(str(exc)) from None
+    for key in config.slo:
+        _choice("slo key", key, tuple(f"{k}_s" for k in SLO_KEYS))
+
+
+def parse_duration(text: str, what: str = "duration") -> float:
+    """Seconds from `200ms`, `2s`, `1.5`, `500us`, `1m`; raises ConfigError naming the value."""
+    raw = text.strip().lower()
+    for suffix, scale in (("ms", 1e-3), ("us", 1e-6), ("s", 1.0), ("m", 60.0)):
+        if raw.endswith(suffix):
+            number, mult = raw[: -len(suffix)], scale
+            break
+    else:
+        number, mult = raw, 1.0
+    try:
+        value = float(number) * mult
+    except ValueError:
+        raise ConfigError(
+            f"invalid {what} {text!r}: expected a number with ms, s or m (e.g. 200ms)"
+        ) from None
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"invalid {what} {text!r}: must be > 0")
+    return value
+
+
+def parse_slo(text: str | Mapping[str, Any] | None) -> dict[str, float]:
+    """`ttft=200ms,tpot=50ms,e2e=2s` (or a YAML mapping) -> {"ttft_s": 0.2, ...}."""
+    if not text:
+        return {}
+    items = text.items() if isinstance(text, Mapping) else (p.partition("=")[::2] for p in text.split(","))
+    out: dict[str, float] = {}
+    for key, value in items:
+        name = str(key).strip().removesuffix("_s")
+        if name not in SLO_KEYS:
+            raise ConfigError(f"invalid slo key {name!r}; choose from {', '.join(SLO_KEYS)}")
+        out[f"{name}_s"] = parse_duration(str(value), f"slo {name}")
+    return out
+
+
+def parse_rate(text: str | float) -> float:
+    """Requests per second; `inf` means send everything at once."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise ConfigError(f"invalid rate {text!r}: expected a number of requests/s or 'inf'") from None
+    if math.isnan(value) or value <= 0:
+        raise ConfigError(f"invalid rate {text!r}: must be > 0 (or 'inf')")
+    return value
+
+
+FIELD_NAMES = {f.name for f in dataclasses.fields(RunConfig)}
+ALIASES = {"duration": "duration_s", "request_timeout": "request_timeout_s", "linger": "linger_s"}
+
+
+def _coerce(name: str, value: Any) -> Any:
+    """Turn a YAML/env value into the field's type (strings from the environment included)."""
+    if value is None:
+        return None
+    if name == "slo":
+        return parse_slo(value)
+    if name == "rate":
+        return parse_rate(value)
+    if name in ("duration_s", "request_timeout_s", "linger_s") and isinstance(value, str):
+        return parse_duration(value, name)
+    if name == "sim_args":
+        return tuple(str(v) for v in (value.split() if isinstance(value, str) else value))
+    default = RunConfig.__dataclass_fields__[name].default
+    probe = default if default is not None and default is not dataclasses.MISSING else None
+    try:
+        if (
+            name in ("max_concurrency", "num_prompts")
+            or isinstance(probe, int)
+            and not isinstance(probe, bool)
+        ):
+            return int(value)
+        if isinstance(probe, float):
+            return float(value)
+        if isinstance(probe, bool):
+            return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
+    except (TypeError, ValueError):
+        raise ConfigError(f"invalid {name} {value!r}: expected a number") from None
+    return value
+
+
+def normalise_keys(raw: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """Map `input-len`/`input_len`/aliases to field names; unknown keys are an error."""
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        name = str(key).replace("-", "_").lower()
+        name = ALIASES.get(name, name)
+        if name not in FIELD_NAMES:
+            raise ConfigError(
+                f"unknown key {key!r} in {source}; valid keys: {', '.join(sorted(FIELD_NAMES))}"
+            )
+        out[name] = _coerce(name, value)
+    return out
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    """Read a run.yaml mapping of RunConfig fields."""
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {str(path)!r}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"invalid YAML in {str(path)!r}: {str(exc).splitlines()[0]}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"invalid config {str(path)!r}: expected a mapping of options")
+    return normalise_keys(data, str(path))
+
+
+def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
+    """`LOADGEN_RATE=10` -> {"rate": 10.0}; unknown LOADGEN_* names are an error."""
+    picked = {k[len("LOADGEN_") :]: v for k, v in environ.items() if k.startswith("LOADGEN_")}
+    return normalise_keys(picked, "environment (LOADGEN_*)")
+
+
+def resolve(
+    yaml_values: Mapping[str, Any], env_values: Mapping[str, Any], flags: Mapping[str, Any]
+) -> RunConfig:
+    """Merge the sources (later wins) into a validated RunConfig."""
+    merged = {**yaml_values, **env_values, **{k: v for k, v in flags.items() if v is not None}}
+    try:
+        return RunConfig(**merged)
+    except TypeError as exc:
+        raise ConfigError(str(exc)) from None

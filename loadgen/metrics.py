@@ -1,0 +1,129 @@
+"""Live Prometheus metrics of a run, on a private registry served at `--metrics-port` (/metrics).
+
+Names and labels follow the DESIGN.md contract; every series carries `run_id, target, model,
+scenario`. Buckets are log-spaced at 24 per decade (ratio ~1.10), so `histogram_quantile`'s
+linear interpolation stays within a few percent of the exact percentile.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from loadgen.client import OUTCOMES, RequestRecord
+from loadgen.stats import NS, e2e_s, itls_s, tpot_s, ttft_s
+
+LABELS = ("run_id", "target", "model", "scenario")
+PER_DECADE = 24
+
+
+def log_buckets(low: float, high: float, per_decade: int = PER_DECADE) -> list[float]:
+    """Log-spaced bucket bounds from low to (at least) high."""
+    ratio = 10 ** (1 / per_decade)
+    out, value = [], low
+    while value < high * (1 + 1e-9):
+        out.append(float(f"{value:.6g}"))
+        value *= ratio
+    if out[-1] < high:
+        out.append(high)
+    return out
+
+
+LATENCY_BUCKETS = log_buckets(0.001, 300.0)
+ITL_BUCKETS = log_buckets(0.0005, 5.0)
+LAG_BUCKETS = log_buckets(0.00001, 60.0, per_decade=8)
+
+
+@dataclass
+class RunLabels:
+    """The four labels every loadgen series carries."""
+
+    run_id: str
+    target: str
+    model: str
+    scenario: str
+
+    def values(self) -> tuple[str, str, str, str]:
+        return (self.run_id, self.target, self.model, self.scenario)
+
+
+class LiveMetrics:
+    """The run's metrics; `observe(record)` after each request, gauges set by the runner."""
+
+    def __init__(self, labels: RunLabels, run_info: dict[str, str]) -> None:
+        self.registry = CollectorRegistry()
+        self.labels = labels
+        r, lv = self.registry, labels.values()
+
+        def hist(name: str, doc: str, buckets: list[float]) -> Any:
+            return Histogram(name, doc, LABELS, registry=r, buckets=buckets).labels(*lv)
+
+        def gauge(name: str, doc: str) -> Any:
+            return Gauge(name, doc, LABELS, registry=r).labels(*lv)
+
+        def counter(name: str, doc: str) -> Any:
+            return Counter(name, doc, LABELS, registry=r).labels(*lv)
+
+        self.ttft = hist("loadgen_time_to_first_token_seconds", "Time to first token.", LATENCY_BUCKETS)
+        self.tpot = hist(
+            "loadgen_time_per_output_token_seconds", "Time per output token after the first.", ITL_BUCKETS
+        )
+        self.itl = hist(
+            "loadgen_inter_token_latency_seconds", "Gap between token-bearing chunks.", ITL_BUCKETS
+        )
+        self.e2e = hist("loadgen_request_duration_seconds", "End-to-end request latency.", LATENCY_BUCKETS)
+        self.lag = hist("loadgen_schedule_lag_seconds", "Actual minus scheduled send time.", LAG_BUCKETS)
+        requests = Counter(
+            "loadgen_requests", "Finished requests by outcome.", (*LABELS, "outcome"), registry=r
+        )
+        self.requests = {o: requests.labels(*lv, o) for o in OUTCOMES}
+        self.prompt_tokens = counter("loadgen_prompt_tokens", "Prompt tokens of ok requests.")
+        self.output_tokens = counter("loadgen_output_tokens", "Output tokens of ok requests.")
+        self.slo_met = counter("loadgen_slo_met_requests", "Ok requests meeting every SLO given.")
+        self.in_flight = gauge("loadgen_in_flight_requests", "Requests sent and not finished.")
+        self.target_rate = gauge("loadgen_target_request_rate", "Asked request rate (req/s; +Inf for inf).")
+        self.max_concurrency = gauge("loadgen_max_concurrency", "Concurrency cap (0 = none).")
+        self.loop_lag = gauge("loadgen_event_loop_lag_seconds", "Latest event-loop wake-up delay.")
+        self.start_ts = gauge("loadgen_run_start_timestamp_seconds", "Run start (Unix time).")
+        self.end_ts = gauge("loadgen_run_end_timestamp_seconds", "Run end (Unix time); 0 while running.")
+        info_keys = tuple(LABELS) + tuple(k for k in run_info if k not in LABELS)
+        info = Gauge("loadgen_run_info", "Facts of the run; value 1.", info_keys, registry=r)
+        info.labels(*lv, *(str(run_info[k]) for k in info_keys[len(LABELS) :])).set(1)
+        self._server: WSGIServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def observe(self, record: RequestRecord, slo_met: bool) -> None:
+        """Account one finished request (warmup requests only move the outcome counter)."""
+        self.requests[record.outcome or "cancelled"].inc()
+        self.lag.observe(max(record.schedule_lag_ns, 0) / NS)
+        if record.outcome != "ok" or record.warmup:
+            return
+        for hist, value in (
+            (self.ttft, ttft_s(record)),
+            (self.tpot, tpot_s(record)),
+            (self.e2e, e2e_s(record)),
+        ):
+            if value is not None:
+                hist.observe(value)
+        for gap in itls_s(record):
+            self.itl.observe(gap)
+        self.prompt_tokens.inc(record.prompt_tokens if record.prompt_tokens is not None else record.input_len)
+        self.output_tokens.inc(record.output_tokens)
+        if slo_met:
+            self.slo_met.inc()
+
+    def serve(self, port: int, addr: str = "0.0.0.0") -> int:
+        """Serve /metrics on `port` (0 picks a free one); returns the bound port."""
+        self._server, self._thread = start_http_server(port, addr=addr, registry=self.registry)
+        return int(self._server.server_port)
+
+    def stop(self) -> None:
+        """Stop serving (idempotent)."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None

@@ -1,0 +1,119 @@
+"""Live progress (rich on a terminal, plain lines otherwise) and the final summary table."""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
+
+PLAIN_EVERY_S = 5.0
+
+
+@dataclass
+class Counts:
+    """What the progress line shows."""
+
+    done: int = 0
+    total: int | None = None
+    in_flight: int = 0
+    errors: int = 0
+
+
+class Progress:
+    """Prints progress while the run goes; `update()` is cheap and called about once a second."""
+
+    def __init__(self, enabled: bool, stream: TextIO | None = None) -> None:
+        self.stream = stream or sys.stderr
+        self.enabled = enabled
+        self.tty = enabled and self.stream.isatty()
+        self.started = time.monotonic()
+        self._last_plain = 0.0
+        self._live: Live | None = None
+        if self.tty:
+            self._live = Live(
+                Text(""), console=Console(file=self.stream), refresh_per_second=4, transient=True
+            )
+            self._live.start()
+
+    def line(self, c: Counts) -> str:
+        """One progress line: done/total, req/s, in flight, errors, elapsed."""
+        elapsed = time.monotonic() - self.started
+        total = "?" if c.total is None else str(c.total)
+        rate = c.done / elapsed if elapsed > 0 else 0.0
+        return (
+            f"done {c.done}/{total}  {rate:.1f} req/s  in flight {c.in_flight}  "
+            f"errors {c.errors}  elapsed {elapsed:.0f}s"
+        )
+
+    def update(self, c: Counts) -> None:
+        """Refresh the display (plain mode prints at most every 5 s)."""
+        if not self.enabled:
+            return
+        if self._live is not None:
+            self._live.update(Text(self.line(c)))
+            return
+        now = time.monotonic()
+        if now - self._last_plain >= PLAIN_EVERY_S:
+            self._last_plain = now
+            print(self.line(c), file=self.stream, flush=True)
+
+    def close(self) -> None:
+        """Stop the live display."""
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+
+def _ms(value: Any) -> str:
+    return "n/a" if value is None else f"{value * 1000:.2f}"
+
+
+def _section(title: str, width: int = 50, fill: str = "-") -> str:
+    return f" {title} ".center(width, fill) if title else fill * width
+
+
+def summary_table(s: dict[str, Any]) -> str:
+    """The summary in `vllm bench serve`'s layout, plus schedule lag, goodput and outcomes."""
+    req = s["requests"]
+    rows: list[str] = [_section("Serving Benchmark Result", fill="=")]
+
+    def row(label: str, value: Any) -> None:
+        rows.append(f"{label:<40} {value:<10}")
+
+    row("Successful requests:", req["ok"])
+    row("Failed requests:", req["failed"])
+    if req["failed"]:
+        row("  by outcome:", ", ".join(f"{k}={v}" for k, v in req["by_outcome"].items() if v))
+    if s.get("max_concurrency"):
+        row("Maximum request concurrency:", s["max_concurrency"])
+    row("Request rate configured (RPS):", s.get("asked_rate"))
+    row("Benchmark duration (s):", f"{s['duration_s']:.2f}")
+    row("Total input tokens:", s["total_input_tokens"])
+    row(f"Total generated tokens ({s['token_count']}):", s["total_output_tokens"])
+    row("Request throughput (req/s):", f"{s['request_throughput']:.2f}")
+    if s.get("goodput") is not None:
+        row("Request goodput (req/s):", f"{s['goodput']:.2f}")
+    row("Output token throughput (tok/s):", f"{s['output_token_throughput']:.2f}")
+    row("Total Token throughput (tok/s):", f"{s['total_token_throughput']:.2f}")
+    for key, title, short in (
+        ("ttft_s", "Time to First Token", "TTFT"),
+        ("tpot_s", "Time per Output Token (excl. 1st token)", "TPOT"),
+        ("itl_s", "Inter-token Latency", "ITL"),
+        ("e2e_s", "End-to-end Latency", "E2EL"),
+        ("schedule_lag_s", "Schedule Lag (actual - scheduled send)", "lag"),
+    ):
+        d = s[key]
+        rows.append(_section(title))
+        row(f"Mean {short} (ms):", _ms(d["mean"]))
+        row(f"Median {short} (ms):", _ms(d["p50"]))
+        row(f"P90 {short} (ms):", _ms(d["p90"]))
+        row(f"P99 {short} (ms):", _ms(d["p99"]))
+    rows.append(_section("", fill="="))
+    if s.get("partial"):
+        rows.append(f"PARTIAL RESULT: {s.get('partial_reason')}")
+    return "\n".join(rows)

@@ -1,0 +1,161 @@
+"""Assemble a run's summary, manifest and per-request lines, and write them (results.py)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from loadgen.client import RequestRecord
+from loadgen.config import RunConfig
+from loadgen.manifest import client_info, engine_section, tool_info
+from loadgen.results import append_runs_csv, csv_row, write_json, write_jsonl
+from loadgen.stats import NS, e2e_s, itls_s, summarize, tpot_s, ttft_s
+from loadgen.targets import EngineMetadata
+
+
+def _iso(t: datetime) -> str:
+    return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def achieved_rate(records: Sequence[RequestRecord]) -> float | None:
+    """Requests sent per second between the first and last measured send: (n - 1) / span."""
+    sends = sorted(r.sent_ns for r in records if not r.warmup)
+    if len(sends) < 2 or sends[-1] == sends[0]:
+        return None
+    return (len(sends) - 1) / ((sends[-1] - sends[0]) / NS)
+
+
+def build_summary(
+    config: RunConfig,
+    run_id: str,
+    records: Sequence[RequestRecord],
+    meta: EngineMetadata | None,
+    model: str,
+    started: datetime,
+    ended: datetime,
+    stop_reason: str | None,
+    peak_in_flight: int,
+) -> dict[str, Any]:
+    """summary.json (docs/CONTRACTS.md layout)."""
+    stats = summarize(records, config.slo)
+    head = {
+        "run_id": run_id,
+        "partial": stop_reason is not None,
+        "partial_reason": stop_reason,
+        "target": config.target,
+        "engine": meta.engine if meta else None,
+        "model": model,
+        "scenario": config.resolved_scenario,
+        "experiment_id": config.experiment_id,
+        "started_at": _iso(started),
+        "ended_at": _iso(ended),
+        "asked_rate": config.rate,
+        "achieved_rate": achieved_rate(records),
+        "max_concurrency": config.max_concurrency,
+        "peak_in_flight": peak_in_flight,
+    }
+    return {**head, **stats}
+
+
+def build_manifest(
+    config: RunConfig,
+    run_id: str,
+    workload: Any,
+    fingerprint: str,
+    schedule: Sequence[int],
+    meta: EngineMetadata | None,
+    base_url: str,
+    exporter: dict[str, Any] | None,
+    exporter_source: str,
+    started: datetime,
+    ended: datetime,
+    stop_reason: str | None,
+) -> dict[str, Any]:
+    """manifest.json: the facts that explain the numbers; `extra_manifest` is merged on top."""
+    sched_hash = hashlib.sha256(",".join(map(str, schedule)).encode()).hexdigest()
+    wl = {
+        **workload.describe(),
+        "fingerprint": fingerprint,
+        "num_requests": len(schedule),
+        "schedule_fingerprint": f"sha256:{sched_hash}",
+        "arrival": config.arrival,
+        "rate": config.rate,
+        "burstiness": config.burstiness,
+        "warmup": config.warmup,
+    }
+    manifest: dict[str, Any] = {
+        "run_id": run_id,
+        "partial": stop_reason is not None,
+        "partial_reason": stop_reason,
+        "started_at": _iso(started),
+        "ended_at": _iso(ended),
+        "tool": tool_info(),
+        "client": client_info(),
+        "config": config.to_manifest(),
+        "workload": wl,
+        "engine": engine_section(meta, base_url),
+        "exporter": exporter,
+        "exporter_source": exporter_source,
+        "cache": {"flushed": None, "method": None, "detail": None},
+        "experiment": None,
+    }
+    for key, value in config.extra_manifest.items():
+        if isinstance(value, dict) and isinstance(manifest.get(key), dict):
+            manifest[key] = {**manifest[key], **value}
+        else:
+            manifest[key] = value
+    return manifest
+
+
+def _rel(t: int | None, start_ns: int) -> float | None:
+    return None if t is None else round((t - start_ns) / NS, 9)
+
+
+def request_line(r: RequestRecord, start_ns: int) -> dict[str, Any]:
+    """One requests.jsonl line: times in s after the run start (plus raw perf_counter ns), counts, outcome."""
+    return {
+        "index": r.index,
+        "x_request_id": r.x_request_id,
+        "warmup": r.warmup,
+        "outcome": r.outcome,
+        "error": r.error,
+        "http_status": r.http_status,
+        "scheduled_s": _rel(r.scheduled_ns, start_ns),
+        "sent_s": _rel(r.sent_ns, start_ns),
+        "first_token_s": _rel(r.first_ns, start_ns),
+        "last_token_s": _rel(r.last_ns, start_ns),
+        "done_s": _rel(r.done_ns, start_ns),
+        "schedule_lag_s": r.schedule_lag_ns / NS,
+        "ttft_s": ttft_s(r),
+        "tpot_s": tpot_s(r),
+        "e2e_s": e2e_s(r),
+        "input_len": r.input_len,
+        "prompt_tokens": r.prompt_tokens,
+        "output_len": r.output_len,
+        "output_tokens": r.output_tokens,
+        "token_count": r.token_count,
+        "sent_ns": r.sent_ns,
+        "first_token_ns": r.first_ns,
+        "last_token_ns": r.last_ns,
+        "itl_s": [round(v, 9) for v in itls_s(r)],
+    }
+
+
+def write_run(
+    results_dir: Path,
+    run_id: str,
+    manifest: dict[str, Any],
+    summary: dict[str, Any],
+    records: Sequence[RequestRecord],
+    start_ns: int,
+) -> Path:
+    """Write requests.jsonl, summary.json, manifest.json (last) and the runs.csv row; returns the dir."""
+    run_dir = results_dir / run_id
+    write_jsonl(run_dir / "requests.jsonl", (request_line(r, start_ns) for r in records))
+    write_json(run_dir / "summary.json", summary)
+    write_json(run_dir / "manifest.json", manifest)
+    append_runs_csv(results_dir, csv_row(manifest, summary, run_dir))
+    return run_dir

@@ -1,0 +1,210 @@
+"""Run records on disk: `results/<run_id>/{manifest.json,summary.json,requests.jsonl}` and
+`results/runs.csv` (one flat row per run). Every write is atomic (temp file + rename)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import secrets
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+RUNS_CSV = "runs.csv"
+CSV_COLUMNS = (
+    "run_id",
+    "started_at",
+    "ended_at",
+    "partial",
+    "partial_reason",
+    "target",
+    "engine",
+    "engine_version",
+    "model",
+    "scenario",
+    "experiment_id",
+    "workload",
+    "workload_fingerprint",
+    "input_len",
+    "output_len",
+    "seed",
+    "asked_rate",
+    "achieved_rate",
+    "arrival",
+    "burstiness",
+    "max_concurrency",
+    "num_prompts",
+    "requests_total",
+    "requests_ok",
+    "requests_failed",
+    "error_rate",
+    "token_count",
+    "duration_s",
+    "request_throughput",
+    "input_token_throughput",
+    "output_token_throughput",
+    "total_token_throughput",
+    "goodput",
+    "slo",
+    "ttft_mean_s",
+    "ttft_p50_s",
+    "ttft_p90_s",
+    "ttft_p99_s",
+    "tpot_mean_s",
+    "tpot_p50_s",
+    "tpot_p90_s",
+    "tpot_p99_s",
+    "itl_mean_s",
+    "itl_p50_s",
+    "itl_p99_s",
+    "e2e_mean_s",
+    "e2e_p50_s",
+    "e2e_p90_s",
+    "e2e_p99_s",
+    "schedule_lag_p99_s",
+    "gpu_name",
+    "gpu_count",
+    "tensor_parallel_size",
+    "max_num_seqs",
+    "gpu_memory_utilization",
+    "tool_version",
+    "git_sha",
+    "result_dir",
+)
+
+
+class RunNotFound(LookupError):
+    """No run with that id under the results directory."""
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A stored run: its manifest and summary, and where its per-request lines are."""
+
+    run_id: str
+    manifest: dict[str, Any]
+    summary: dict[str, Any]
+    requests_path: Path
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    """UTC timestamp + short random suffix: unique and sortable, e.g. `20261129T193000Z-3fa9c1`."""
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
+    return f"{stamp}-{secrets.token_hex(3)}"
+
+
+def atomic_write(path: Path, data: str | bytes) -> None:
+    """Write to a temp file in the same directory, fsync, then rename over `path`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data.encode() if isinstance(data, str) else data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """Atomically write pretty JSON (+Inf/NaN written as strings)."""
+    atomic_write(path, json.dumps(_jsonable(obj), indent=2, sort_keys=False) + "\n")
+
+
+def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
+    """Atomically write one JSON object per line."""
+    atomic_write(path, "".join(json.dumps(_jsonable(r), separators=(",", ":")) + "\n" for r in rows))
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, float) and (obj != obj or obj in (float("inf"), float("-inf"))):
+        return str(obj)
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_jsonable(v) for v in obj]
+    return obj
+
+
+def _dig(obj: dict[str, Any], *path: str) -> Any:
+    for key in path:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)  # type: ignore[assignment]
+    return obj
+
+
+def csv_row(manifest: dict[str, Any], summary: dict[str, Any], result_dir: Path) -> dict[str, Any]:
+    """The flat runs.csv row of one run."""
+    cfg, wl, eng = manifest.get("config", {}), manifest.get("workload", {}), manifest.get("engine") or {}
+    params, gpus = eng.get("params") or {}, _dig(manifest, "exporter", "gpus") or []
+    row: dict[str, Any] = {k: summary.get(k) for k in CSV_COLUMNS if k in summary}
+    row.update(
+        engine_version=eng.get("version"),
+        workload=wl.get("name"),
+        workload_fingerprint=wl.get("fingerprint"),
+        input_len=wl.get("input_len"),
+        output_len=wl.get("output_len"),
+        seed=cfg.get("seed"),
+        arrival=cfg.get("arrival"),
+        burstiness=cfg.get("burstiness"),
+        num_prompts=cfg.get("num_prompts"),
+        requests_total=_dig(summary, "requests", "measured"),
+        requests_ok=_dig(summary, "requests", "ok"),
+        requests_failed=_dig(summary, "requests", "failed"),
+        slo=json.dumps(summary.get("slo") or {}),
+        gpu_name=gpus[0].get("name") if gpus else None,
+        gpu_count=len(gpus) or None,
+        tensor_parallel_size=params.get("tensor_parallel_size"),
+        max_num_seqs=params.get("max_num_seqs"),
+        gpu_memory_utilization=params.get("gpu_memory_utilization"),
+        tool_version=_dig(manifest, "tool", "version"),
+        git_sha=_dig(manifest, "tool", "git_sha"),
+        result_dir=str(result_dir),
+    )
+    for metric in ("ttft", "tpot", "itl", "e2e"):
+        for stat in ("mean", "p50", "p90", "p99"):
+            key = f"{metric}_{stat}_s"
+            if key in CSV_COLUMNS:
+                row[key] = _dig(summary, f"{metric}_s", stat)
+    row["schedule_lag_p99_s"] = _dig(summary, "schedule_lag_s", "p99")
+    return {k: row.get(k) for k in CSV_COLUMNS}
+
+
+def append_runs_csv(results_dir: Path, row: dict[str, Any]) -> Path:
+    """Add one row to `results_dir/runs.csv` (header written when the file is new); atomic rewrite."""
+    path = Path(results_dir) / RUNS_CSV
+    old = path.read_text() if path.exists() else ""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(CSV_COLUMNS), extrasaction="ignore", lineterminator="\n")
+    if not old:
+        writer.writeheader()
+    writer.writerow({k: "" if v is None else v for k, v in row.items()})
+    atomic_write(path, old + buf.getvalue())
+    return path
+
+
+def load_run(results_dir: str | Path, run_id: str) -> RunRecord:
+    """Read a stored run; raises RunNotFound naming the id and the directory."""
+    run_dir = Path(results_dir) / run_id
+    try:
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+        summary = json.loads((run_dir / "summary.json").read_text())
+    except FileNotFoundError:
+        raise RunNotFound(f"no run {run_id!r} in {str(results_dir)!r}") from None
+    return RunRecord(run_id, manifest, summary, run_dir / "requests.jsonl")
+
+
+def list_runs(results_dir: str | Path) -> list[str]:
+    """Run ids with a summary under the results directory, oldest first."""
+    root = Path(results_dir)
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if (p / "summary.json").is_file())

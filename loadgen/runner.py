@@ -1,0 +1,329 @@
+"""Runs one benchmark: preflight, open-loop dispatch, live metrics, then the run record.
+
+`run_benchmark(config)` (async) and `run_benchmark_sync(config)` return a RunResult. Exit codes:
+0 ok; 1 the run failed its error budget (`--max-error-rate`) or was interrupted (partial result).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+import loadgen.annotations as grafana_notes
+from loadgen.client import RequestRecord
+from loadgen.config import ConfigError, RunConfig
+from loadgen.dispatch import Dispatcher, connector_limit
+from loadgen.metrics import LiveMetrics, RunLabels
+from loadgen.progress import Counts, Progress
+from loadgen.record import build_manifest, build_summary, write_run
+from loadgen.schedule import build_schedule
+from loadgen.stats import meets_slo
+from loadgen.targets import EngineMetadata, Target, get_target
+from loadgen.workload import build_workload, fingerprint
+
+MIN_FOR_BUDGET = 20  # finished requests before --max-error-rate may stop a run early
+
+
+class TargetUnreachable(ConfigError):
+    """The target does not answer before the run (one line with the cause and a hint)."""
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What a finished (or interrupted) run produced."""
+
+    run_id: str
+    result_dir: Path
+    summary: dict[str, Any]
+    manifest: dict[str, Any]
+    partial: bool
+    exit_code: int
+
+
+@contextlib.contextmanager
+def embedded_engine(config: RunConfig) -> Iterator[str | None]:
+    """Start the simulated engine in-process for `--target sim`; yields its base URL."""
+    if config.target != "sim" or config.base_url:
+        yield config.base_url
+        return
+    from simengine.embedded import EmbeddedEngine  # imported only when used
+
+    engine = EmbeddedEngine(list(config.sim_args))
+    engine.start()
+    try:
+        yield str(engine.base_url)
+    finally:
+        engine.stop()
+
+
+async def preflight(
+    session: aiohttp.ClientSession, target: Target, base_url: str, api_key: str | None
+) -> None:
+    """Fail before the run when the target cannot be reached or refuses our key."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    url = f"{base_url}/v1/models"
+    try:
+        async with session.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=10)) as resp:
+            if resp.status in (401, 403):
+                raise TargetUnreachable(
+                    f"{base_url} refused the request (HTTP {resp.status}): check --api-key"
+                )
+    except aiohttp.ClientConnectorError as exc:
+        cause = (
+            "connection refused" if isinstance(exc.os_error, ConnectionRefusedError) else str(exc.os_error)
+        )
+        raise TargetUnreachable(f"cannot reach {base_url} ({cause}): {target.hint}") from None
+    except (TimeoutError, aiohttp.ClientError) as exc:
+        raise TargetUnreachable(f"cannot reach {base_url} ({type(exc).__name__}): {target.hint}") from None
+
+
+class Run:
+    """State of one run between preflight and the record."""
+
+    def __init__(self, config: RunConfig, run_id: str, progress: bool) -> None:
+        self.config = config
+        self.run_id = run_id
+        self.progress = Progress(progress)
+        self.stop_reason: str | None = None
+        self.metrics: LiveMetrics | None = None
+        self.dispatcher: Dispatcher | None = None
+        self.finished = 0
+        self.failed = 0
+
+    def on_done(self, record: RequestRecord) -> None:
+        """Account a finished request; stop the run when the error budget is exhausted."""
+        met = bool(self.config.slo) and meets_slo(record, self.config.slo)
+        if self.metrics is not None:
+            self.metrics.observe(record, met)
+            self.metrics.in_flight.set(len(self.dispatcher.in_flight) if self.dispatcher else 0)
+        if record.warmup or record.outcome == "cancelled":
+            return
+        self.finished += 1
+        self.failed += record.outcome != "ok"
+        rate = self.failed / self.finished
+        if self.finished >= MIN_FOR_BUDGET and rate > self.config.max_error_rate and self.stop_reason is None:
+            self.request_stop(
+                f"error rate {rate:.0%} exceeded --max-error-rate {self.config.max_error_rate:g}"
+            )
+
+    def request_stop(self, reason: str) -> None:
+        """Stop dispatching and cancel what is in flight (first reason wins)."""
+        if self.stop_reason is None:
+            self.stop_reason = reason
+        if self.dispatcher is not None:
+            self.dispatcher.stop.set()
+
+    async def monitor(self, total: int | None) -> None:
+        """Progress display and event-loop lag gauge, until cancelled."""
+        tick = 0.25
+        while True:
+            before = time.perf_counter()
+            await asyncio.sleep(tick)
+            lag = max(time.perf_counter() - before - tick, 0.0)
+            d = self.dispatcher
+            if self.metrics is not None:
+                self.metrics.loop_lag.set(lag)
+            if d is not None:
+                self.progress.update(Counts(self.finished, total, len(d.in_flight), self.failed))
+
+    async def dispatch(
+        self, target: Target, workload: Any, model: str, schedule: list[int]
+    ) -> tuple[int, str]:
+        """Send every scheduled request; returns (start_ns, workload fingerprint)."""
+        assert self.dispatcher is not None
+        cfg, specs = self.config, []
+        start_ns = time.perf_counter_ns() + 5_000_000  # first send 5 ms from now: payloads are ready
+        horizon = None if cfg.duration_s is None else start_ns + int(cfg.duration_s * 1e9)
+        for index, offset in enumerate(schedule):
+            spec = workload.request(index)
+            path, payload = target.build_payload(
+                spec, model=model, endpoint=cfg.endpoint, ignore_eos=cfg.ignore_eos
+            )
+            body = json.dumps(payload, separators=(",", ":")).encode()
+            due = start_ns + offset
+            if self.dispatcher.stop.is_set() or (
+                horizon is not None and max(due, time.perf_counter_ns()) >= horizon
+            ):
+                break
+            record = RequestRecord(
+                index, f"{self.run_id}-{index:06d}", index < cfg.warmup, due, spec.input_len, spec.output_len
+            )
+            if not await self.dispatcher.send_at(due, record, path, body):
+                break
+            specs.append(spec)
+        return start_ns, fingerprint(specs)
+
+
+def _install_signals(run: Run) -> list[signal.Signals]:
+    loop = asyncio.get_running_loop()
+    installed = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, run.request_stop, f"interrupted by {sig.name}")
+            installed.append(sig)
+        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread / platform
+            pass
+    return installed
+
+
+def _labels_info(
+    config: RunConfig, run_id: str, model: str, meta: EngineMetadata | None
+) -> tuple[RunLabels, dict]:
+    labels = RunLabels(run_id, config.target, model, config.resolved_scenario)
+    info = {
+        "engine": (meta.engine if meta else "") or "",
+        "engine_version": (meta.version if meta else "") or "",
+        "seed": str(config.seed),
+        "dataset": config.dataset or config.resolved_workload,
+        "experiment_id": config.experiment_id or "",
+    }
+    return labels, info
+
+
+async def run_benchmark(config: RunConfig, *, progress: bool = True) -> RunResult:
+    """Run the benchmark the config describes and write its record; see the module docstring."""
+    from loadgen.results import new_run_id
+
+    run_id = new_run_id()
+    target = get_target(config.target)
+    workload = build_workload(config)  # bad datasets fail before anything starts
+    schedule = build_schedule(config, limit=1_000_000)
+    with embedded_engine(config) as started_url:
+        base_url = (started_url or target.default_base_url or "").rstrip("/")
+        limit = connector_limit(config.max_concurrency, config.total_requests, config.rate)
+        connector = aiohttp.TCPConnector(limit=limit, limit_per_host=0, ttl_dns_cache=300)
+        timeout = aiohttp.ClientTimeout(total=config.request_timeout_s)
+        async with aiohttp.ClientSession(
+            connector=connector, timeout=timeout, auto_decompress=False
+        ) as session:
+            await preflight(session, target, base_url, config.api_key)
+            return await _run(config, run_id, target, workload, schedule, session, base_url, progress)
+
+
+async def _run(
+    config: RunConfig,
+    run_id: str,
+    target: Target,
+    workload: Any,
+    schedule: list[int],
+    session: aiohttp.ClientSession,
+    base_url: str,
+    progress: bool,
+) -> RunResult:
+    from loadgen.manifest import fetch_exporter_manifest
+
+    meta = await target.fetch_metadata(session, base_url)
+    model = config.model or meta.model
+    if not model:
+        raise ConfigError(f"{base_url}/v1/models lists no model: pass --model")
+    exporter, exporter_source = await fetch_exporter_manifest(session, config.exporter_url)
+    run = Run(config, run_id, progress)
+    labels, info = _labels_info(config, run_id, model, meta)
+    run.metrics = LiveMetrics(labels, info)
+    if config.metrics_port:
+        try:
+            run.metrics.serve(config.metrics_port)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot serve metrics on port {config.metrics_port} ({exc.strerror}): "
+                "pass another --metrics-port, or 0 to disable"
+            ) from None
+    run.metrics.target_rate.set(config.rate)
+    run.metrics.max_concurrency.set(config.max_concurrency or 0)
+    started = datetime.now(UTC)
+    run.metrics.start_ts.set(started.timestamp())
+    tags = ["loadgen", f"run_id:{run_id}", f"target:{config.target}", f"scenario:{config.resolved_scenario}"]
+    ann_id = grafana_notes.annotate_run_start(
+        config.grafana_url,
+        config.grafana_token,
+        run_id=run_id,
+        tags=tags,
+        text=f"loadgen run {run_id} ({config.target}, {model})",
+    )
+    run.dispatcher = Dispatcher(
+        session, lambda p: f"{base_url}{p}", config.api_key, config.max_concurrency, run.on_done
+    )
+    signals = _install_signals(run)
+    monitor = asyncio.create_task(run.monitor(config.total_requests))
+    start_ns, wl_fingerprint = 0, ""
+    try:
+        start_ns, wl_fingerprint = await run.dispatch(target, workload, model, schedule)
+        if run.stop_reason is None:
+            await _drain_until_stopped(run)
+        await run.dispatcher.drain(cancel=True)
+    finally:
+        monitor.cancel()
+        run.progress.close()
+        for sig in signals:
+            asyncio.get_running_loop().remove_signal_handler(sig)
+    ended = datetime.now(UTC)
+    run.metrics.end_ts.set(ended.timestamp())
+    records = sorted(run.dispatcher.records, key=lambda r: r.index)
+    summary = build_summary(
+        config, run_id, records, meta, model, started, ended, run.stop_reason, run.dispatcher.peak_in_flight
+    )
+    manifest = build_manifest(
+        config,
+        run_id,
+        workload,
+        wl_fingerprint,
+        schedule[: len(records)],
+        meta,
+        base_url,
+        exporter,
+        exporter_source,
+        started,
+        ended,
+        run.stop_reason,
+    )
+    result_dir = write_run(Path(config.results_dir), run_id, manifest, summary, records, start_ns)
+    grafana_notes.annotate_run_end(
+        config.grafana_url,
+        config.grafana_token,
+        ann_id,
+        run_id=run_id,
+        tags=tags,
+        text=f"loadgen run {run_id} ended",
+        start_ms=int(started.timestamp() * 1000),
+        end_ms=int(ended.timestamp() * 1000),
+    )
+    exit_code = 1 if run.stop_reason or summary["error_rate"] > config.max_error_rate else 0
+    if config.metrics_port and config.linger_s:
+        await _linger(run, config.linger_s)
+    run.metrics.stop()
+    return RunResult(run_id, result_dir, summary, manifest, summary["partial"], exit_code)
+
+
+async def _drain_until_stopped(run: Run) -> None:
+    """Wait for the requests in flight, returning early when a stop is requested."""
+    assert run.dispatcher is not None
+    d = run.dispatcher
+    stopper = asyncio.create_task(d.stop.wait())
+    try:
+        while d.in_flight and not d.stop.is_set():
+            await asyncio.wait([*d.in_flight, stopper], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopper.cancel()
+
+
+async def _linger(run: Run, seconds: float) -> None:
+    """Keep /metrics up so the last scrape sees the final counts (a stop request ends it early)."""
+    assert run.dispatcher is not None
+    run.dispatcher.stop.clear()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(run.dispatcher.stop.wait(), timeout=seconds)
+
+
+def run_benchmark_sync(config: RunConfig, *, progress: bool = True) -> RunResult:
+    """Blocking wrapper around `run_benchmark` (its own event loop)."""
+    return asyncio.run(run_benchmark(config, progress=progress))

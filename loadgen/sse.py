@@ -1,0 +1,109 @@
+"""Parse a recorded SSE stream after the fact: reads were stamped as bytes arrived (client.py).
+
+An event's time is the arrival time of the read that completed it (its terminating blank line).
+A chunk is *token-bearing* when any choice carries non-empty `text` (completions) or a non-empty
+`delta.content` / `delta.reasoning_content` / `delta.tool_calls` (chat): the usage-only chunk, the
+role-only first chat chunk of SGLang and `[DONE]` are not.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class ProtocolError(ValueError):
+    """The stream is not the OpenAI SSE format we expect (bad JSON, missing data, no [DONE])."""
+
+
+@dataclass
+class ParsedStream:
+    """What one response stream carried, with the arrival time of each token-bearing chunk."""
+
+    token_ns: list[int] = field(default_factory=list)
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    done: bool = False
+    error: str | None = None
+    finish_reason: str | None = None
+
+
+def split_events(reads: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
+    """Cut stamped reads into (time, event bytes) at blank lines; a trailing partial event is kept."""
+    events: list[tuple[int, bytes]] = []
+    buf = b""
+    t = 0
+    for t, data in reads:
+        buf += data
+        if b"\r" in buf:
+            buf = buf.replace(b"\r\n", b"\n")
+        while True:
+            cut = buf.find(b"\n\n")
+            if cut < 0:
+                break
+            if cut:
+                events.append((t, buf[:cut]))
+            buf = buf[cut + 2 :]
+    if buf.strip():
+        events.append((t, buf))
+    return events
+
+
+def event_data(event: bytes) -> bytes | None:
+    """The joined `data:` field of one SSE event (None for comments / events without data)."""
+    parts = []
+    for line in event.split(b"\n"):
+        if line.startswith(b"data:"):
+            parts.append(line[5:].lstrip(b" "))
+        elif line and not line.startswith((b":", b"event:", b"id:", b"retry:")):
+            raise ProtocolError(f"not an SSE line: {line[:80]!r}")
+    return b"\n".join(parts) if parts else None
+
+
+def _bears_token(choice: dict[str, Any]) -> bool:
+    if choice.get("text"):
+        return True
+    delta = choice.get("delta") or {}
+    return bool(delta.get("content") or delta.get("reasoning_content") or delta.get("tool_calls"))
+
+
+def _absorb(parsed: ParsedStream, t: int, obj: Any) -> None:
+    if not isinstance(obj, dict):
+        raise ProtocolError(f"SSE data is not a JSON object: {str(obj)[:80]}")
+    if "error" in obj and not obj.get("choices"):
+        err = obj["error"]
+        parsed.error = str(err.get("message", err) if isinstance(err, dict) else err)[:300]
+        return
+    choices = obj.get("choices")
+    if choices and any(_bears_token(c) for c in choices):
+        parsed.token_ns.append(t)
+    for c in choices or ():
+        if c.get("finish_reason"):
+            parsed.finish_reason = c["finish_reason"]
+    usage = obj.get("usage")
+    if isinstance(usage, dict):
+        if usage.get("completion_tokens") is not None:
+            parsed.completion_tokens = int(usage["completion_tokens"])
+        if usage.get("prompt_tokens") is not None:
+            parsed.prompt_tokens = int(usage["prompt_tokens"])
+
+
+def parse_stream(reads: list[tuple[int, bytes]]) -> ParsedStream:
+    """Parse stamped reads of an OpenAI-style completions/chat stream; raises ProtocolError."""
+    parsed = ParsedStream()
+    for t, event in split_events(reads):
+        data = event_data(event)
+        if data is None:
+            continue
+        if data == b"[DONE]":
+            parsed.done = True
+            continue
+        if parsed.done:
+            raise ProtocolError("data after [DONE]")
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            raise ProtocolError(f"invalid JSON in SSE data: {data[:80]!r}") from None
+        _absorb(parsed, t, obj)
+    return parsed

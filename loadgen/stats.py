@@ -1,0 +1,147 @@
+"""Exact statistics from per-request timestamps (pure functions; ns in, seconds out).
+
+Definitions (as `vllm bench serve`), all from `time.perf_counter_ns()` stamped when bytes arrive:
+- TTFT = first token-bearing chunk - request send.
+- E2E  = last token-bearing chunk - request send (usage-only chunk and [DONE] excluded).
+- TPOT = (E2E - TTFT) / (output_tokens - 1), only when output_tokens >= 2.
+- ITL  = gap between consecutive token-bearing chunks, one value per gap.
+- Schedule lag = actual send - scheduled send.
+- Goodput = requests/s (measured window) of ok requests that meet every SLO given.
+Percentiles use linear interpolation between closest ranks (numpy's default), on raw samples.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from loadgen.client import OUTCOMES, RequestRecord
+
+NS = 1e9
+PERCENTILES = (50, 90, 95, 99)
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """q-th percentile (0-100) of already sorted values, linear interpolation (numpy 'linear')."""
+    if not sorted_values:
+        raise ValueError("percentile of no values")
+    pos = (len(sorted_values) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def describe(values: Iterable[float]) -> dict[str, float | int | None]:
+    """count, mean, std (population), min, max, p50/p90/p95/p99 of the values (None when empty)."""
+    data = sorted(values)
+    n = len(data)
+    if n == 0:
+        keys = ["mean", "std", "min", "max", *(f"p{q}" for q in PERCENTILES)]
+        return {"count": 0, **dict.fromkeys(keys)}
+    mean = math.fsum(data) / n
+    var = math.fsum((x - mean) ** 2 for x in data) / n
+    out: dict[str, float | int | None] = {
+        "count": n,
+        "mean": mean,
+        "std": math.sqrt(var),
+        "min": data[0],
+        "max": data[-1],
+    }
+    for q in PERCENTILES:
+        out[f"p{q}"] = percentile(data, q)
+    return out
+
+
+def ttft_s(r: RequestRecord) -> float | None:
+    """Time to first token in seconds."""
+    return None if r.first_ns is None else (r.first_ns - r.sent_ns) / NS
+
+
+def e2e_s(r: RequestRecord) -> float | None:
+    """End-to-end latency to the last token-bearing chunk, in seconds."""
+    return None if r.last_ns is None else (r.last_ns - r.sent_ns) / NS
+
+
+def tpot_s(r: RequestRecord) -> float | None:
+    """Time per output token after the first, in seconds; None below 2 output tokens."""
+    if r.first_ns is None or r.last_ns is None or r.output_tokens < 2:
+        return None
+    return (r.last_ns - r.first_ns) / NS / (r.output_tokens - 1)
+
+
+def itls_s(r: RequestRecord) -> list[float]:
+    """Inter-token latencies (gaps between consecutive token-bearing chunks) in seconds."""
+    t = r.token_ns
+    return [(t[i] - t[i - 1]) / NS for i in range(1, len(t))]
+
+
+def meets_slo(r: RequestRecord, slo: dict[str, float]) -> bool:
+    """True when an ok request is within every SLO given (an undefined TPOT does not fail it)."""
+    if r.outcome != "ok":
+        return False
+    checks = {"ttft_s": ttft_s(r), "tpot_s": tpot_s(r), "e2e_s": e2e_s(r)}
+    return all(checks[k] is None or checks[k] <= limit for k, limit in slo.items())  # type: ignore[operator]
+
+
+def window_s(records: Sequence[RequestRecord]) -> float:
+    """Measured window: first send to last completion (or last token), in seconds."""
+    if not records:
+        return 0.0
+    start = min(r.sent_ns for r in records)
+    end = max((r.done_ns or r.last_ns or r.sent_ns) for r in records)
+    return max(end - start, 0) / NS
+
+
+def token_count_kind(records: Iterable[RequestRecord]) -> str:
+    """`usage` when every ok request's count came from usage, `estimated` when none did, else `mixed`."""
+    kinds = {r.token_count for r in records if r.outcome == "ok"}
+    if len(kinds) == 1:
+        return kinds.pop()
+    return "mixed" if kinds else "usage"
+
+
+def _rate(n: float, seconds: float) -> float:
+    return n / seconds if seconds > 0 else 0.0
+
+
+def summarize(records: Sequence[RequestRecord], slo: dict[str, float]) -> dict[str, Any]:
+    """Throughputs, latency distributions, goodput and outcome counts of the measured requests.
+
+    `records` holds every sent request (warmup included); only non-warmup ones are measured.
+    """
+    measured = [r for r in records if not r.warmup and r.outcome is not None]
+    ok = [r for r in measured if r.outcome == "ok"]
+    window = window_s(measured)
+    by_outcome = {o: sum(1 for r in measured if r.outcome == o) for o in OUTCOMES}
+    prompt_tokens = sum(r.prompt_tokens if r.prompt_tokens is not None else r.input_len for r in ok)
+    output_tokens = sum(r.output_tokens for r in ok)
+    slo_met = sum(1 for r in ok if meets_slo(r, slo)) if slo else None
+    failed = len(measured) - len(ok)
+    return {
+        "requests": {
+            "total": len(records),
+            "measured": len(measured),
+            "warmup": len(records) - len([r for r in records if not r.warmup]),
+            "ok": len(ok),
+            "failed": failed,
+            "by_outcome": by_outcome,
+        },
+        "error_rate": failed / len(measured) if measured else 0.0,
+        "token_count": token_count_kind(measured),
+        "duration_s": window,
+        "total_input_tokens": prompt_tokens,
+        "total_output_tokens": output_tokens,
+        "request_throughput": _rate(len(ok), window),
+        "input_token_throughput": _rate(prompt_tokens, window),
+        "output_token_throughput": _rate(output_tokens, window),
+        "total_token_throughput": _rate(prompt_tokens + output_tokens, window),
+        "goodput": None if slo_met is None else _rate(slo_met, window),
+        "slo": dict(slo),
+        "slo_met_requests": slo_met,
+        "ttft_s": describe(v for r in ok if (v := ttft_s(r)) is not None),
+        "tpot_s": describe(v for r in ok if (v := tpot_s(r)) is not None),
+        "itl_s": describe(v for r in ok for v in itls_s(r)),
+        "e2e_s": describe(v for r in ok if (v := e2e_s(r)) is not None),
+        "schedule_lag_s": describe(r.schedule_lag_ns / NS for r in measured),
+    }

@@ -1,0 +1,209 @@
+"""Seeded workloads: the same seed and options give the same request sequence in any process.
+
+Request `i` is drawn from its own RNG (`Random(f"{seed}:req:{i}")`), so the sequence does not depend
+on how many requests are sent, on the rate or on the target. Token-id prompts (`random`,
+`shared-prefix` on completions) have exact input lengths without a tokenizer; text prompts use one
+common English word per intended token (close to, not exactly, one token each).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from loadgen.config import ConfigError, RunConfig
+from loadgen.distributions import LengthDist, parse_length
+
+# Token ids drawn for synthetic prompts: above the special tokens, inside the smallest vocabulary we
+# meet (the golden captures' 8,000-token tokenizer; Llama/Qwen vocabularies are far larger).
+TOKEN_ID_LOW, TOKEN_ID_HIGH = 100, 7999
+_WORDS_TEXT = (
+    "time year people way day man thing woman life child world school state family student group "
+    "country problem hand part place case week company system program question work government "
+    "number night point home water room mother area money story fact month lot right study book eye "
+    "job word business issue side kind head house service friend father power hour game line end "
+    "member law car city name team minute idea kid body back parent face others level office door "
+    "health person art war history party result change morning reason research girl guy moment air "
+    "teacher force education "
+)
+WORDS = tuple(_WORDS_TEXT.split())
+
+
+@dataclass(frozen=True)
+class RequestSpec:
+    """One request of the sequence. `prompt` is token ids or text; `system` is a shared prefix (text)."""
+
+    index: int
+    prompt: list[int] | str
+    input_len: int
+    output_len: int
+    system: str | None = None
+    messages: list[dict[str, Any]] | None = None
+    input_len_exact: bool = True
+
+    def canonical(self) -> str:
+        """Stable JSON of what is sent (for the workload fingerprint)."""
+        body = {
+            "prompt": self.prompt,
+            "system": self.system,
+            "messages": self.messages,
+            "out": self.output_len,
+        }
+        return json.dumps(body, sort_keys=True, separators=(",", ":"))
+
+
+def fingerprint(requests: Iterable[RequestSpec]) -> str:
+    """sha256 over the canonical form of each request, in order (`sha256:<hex>`)."""
+    digest = hashlib.sha256()
+    for spec in requests:
+        digest.update(spec.canonical().encode())
+        digest.update(b"\n")
+    return f"sha256:{digest.hexdigest()}"
+
+
+def _token_ids(rng: random.Random, n: int) -> list[int]:
+    return [rng.randint(TOKEN_ID_LOW, TOKEN_ID_HIGH) for _ in range(n)]
+
+
+def _text(rng: random.Random, n: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(n))
+
+
+class SyntheticWorkload:
+    """`random` (token ids), `random-text` and `shared-prefix` prompts with seeded lengths."""
+
+    def __init__(self, config: RunConfig) -> None:
+        self.name = config.resolved_workload
+        self.seed = config.seed
+        spec_in, spec_out = config.lengths
+        self.input_dist: LengthDist = parse_length(spec_in)
+        self.output_dist: LengthDist = parse_length(spec_out)
+        self.as_text = self.name == "random-text" or config.endpoint == "chat"
+        self.prefix_len = config.shared_prefix_len if self.name == "shared-prefix" else 0
+        self.groups = config.shared_prefix_groups
+        self._prefixes: dict[int, list[int] | str] = {}
+
+    def _prefix(self, group: int) -> list[int] | str:
+        if group not in self._prefixes:
+            rng = random.Random(f"{self.seed}:prefix:{group}")
+            make = _text if self.as_text else _token_ids
+            self._prefixes[group] = make(rng, self.prefix_len)
+        return self._prefixes[group]
+
+    def request(self, index: int) -> RequestSpec:
+        """The index-th request (deterministic in seed, options and index)."""
+        rng = random.Random(f"{self.seed}:req:{index}")
+        n_in, n_out = self.input_dist.sample(rng), self.output_dist.sample(rng)
+        body: list[int] | str = _text(rng, n_in) if self.as_text else _token_ids(rng, n_in)
+        if not self.prefix_len:
+            return RequestSpec(index, body, n_in, n_out, input_len_exact=not self.as_text)
+        prefix = self._prefix(index % self.groups)
+        total = self.prefix_len + n_in
+        if isinstance(prefix, str):
+            return RequestSpec(index, body, total, n_out, system=prefix, input_len_exact=False)
+        assert isinstance(body, list)
+        return RequestSpec(index, prefix + body, total, n_out)
+
+    def describe(self) -> dict[str, Any]:
+        """Workload facts for the manifest."""
+        out: dict[str, Any] = {
+            "name": self.name,
+            "input_len": str(self.input_dist),
+            "output_len": str(self.output_dist),
+            "seed": self.seed,
+            "prompt_kind": "text" if self.as_text else "token_ids",
+        }
+        if self.prefix_len:
+            out.update(shared_prefix_len=self.prefix_len, shared_prefix_groups=self.groups)
+        return out
+
+
+def _jsonl_record(
+    raw: dict[str, Any], where: str
+) -> tuple[str | None, list[dict[str, Any]] | None, int | None]:
+    """(prompt, messages, output_len) from a prompt/messages record or a ShareGPT conversation."""
+    out_len = raw.get("output_len", raw.get("max_tokens"))
+    if "conversations" in raw:  # ShareGPT: first human turn is the prompt, first reply sizes the output
+        turns = raw["conversations"]
+        human = next((t["value"] for t in turns if t.get("from") in ("human", "user")), None)
+        reply = next((t["value"] for t in turns if t.get("from") in ("gpt", "assistant")), None)
+        if human is None:
+            raise ConfigError(f"{where}: conversation has no human turn")
+        if out_len is None and reply:
+            out_len = max(1, round(len(reply.split()) * 4 / 3))
+        return str(human), None, out_len
+    if "messages" in raw:
+        return None, list(raw["messages"]), out_len
+    if "prompt" in raw:
+        return str(raw["prompt"]), None, out_len
+    raise ConfigError(f"{where}: expected a 'prompt', 'messages' or 'conversations' key")
+
+
+class JsonlWorkload:
+    """Requests read from a JSONL file in file order (cycled when more are asked for)."""
+
+    def __init__(self, config: RunConfig) -> None:
+        assert config.dataset is not None
+        self.name = "jsonl"
+        self.path = Path(config.dataset)
+        self.seed = config.seed
+        self.output_dist = parse_length(config.lengths[1])
+        self.records = self._load()
+
+    def _load(self) -> list[tuple[str | None, list[dict[str, Any]] | None, int | None]]:
+        try:
+            lines = self.path.read_text().splitlines()
+        except OSError as exc:
+            raise ConfigError(f"cannot read dataset {str(self.path)!r}: {exc.strerror}") from None
+        records = []
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            where = f"{self.path}:{number}"
+            try:
+                raw = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ConfigError(f"{where}: invalid JSON ({exc.msg})") from None
+            if not isinstance(raw, dict):
+                raise ConfigError(f"{where}: expected a JSON object per line")
+            records.append(_jsonl_record(raw, where))
+        if not records:
+            raise ConfigError(f"dataset {str(self.path)!r} has no requests")
+        return records
+
+    def request(self, index: int) -> RequestSpec:
+        """The index-th request: record `index % len(records)`; missing output lengths are drawn."""
+        prompt, messages, out_len = self.records[index % len(self.records)]
+        if out_len is None:
+            out_len = self.output_dist.sample(random.Random(f"{self.seed}:req:{index}"))
+        text = prompt if prompt is not None else " ".join(str(m.get("content", "")) for m in messages or [])
+        return RequestSpec(
+            index, prompt or "", len(text.split()), int(out_len), messages=messages, input_len_exact=False
+        )
+
+    def describe(self) -> dict[str, Any]:
+        """Workload facts for the manifest."""
+        digest = hashlib.sha256(self.path.read_bytes()).hexdigest()
+        return {
+            "name": "jsonl",
+            "dataset": str(self.path),
+            "dataset_sha256": digest,
+            "records": len(self.records),
+            "output_len": str(self.output_dist),
+            "seed": self.seed,
+        }
+
+
+Workload = SyntheticWorkload | JsonlWorkload
+
+
+def build_workload(config: RunConfig) -> Workload:
+    """The workload the config names."""
+    if config.resolved_workload == "jsonl":
+        return JsonlWorkload(config)
+    return SyntheticWorkload(config)
