@@ -1,0 +1,149 @@
+"""Translate launch lines between vLLM and SGLang, and compare two engines' effective parameters.
+
+The flag table lives in `exporter/engine_params.py` (one vocabulary for the exporter, align and
+diff); this module adds what a translation must warn about: flags with no exact equivalent.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from exporter.engine_params import (
+    AUTO,
+    DEFAULTS,
+    FLAG_TABLE,
+    NEUTRAL_PARAMS,
+    neutral_sources,
+    parse_cmdline,
+    to_cmdline,
+    to_neutral,
+)
+
+LAUNCHERS = {"vllm": ["vllm", "serve"], "sglang": ["python", "-m", "sglang.launch_server"]}
+MODEL_FLAG = {"vllm": None, "sglang": "--model-path"}
+OTHER = {"vllm": "sglang", "sglang": "vllm", "simengine": "sglang"}
+# Flags both engines spell the same way and mean the same thing.
+PASS_THROUGH = ("host", "port", "served_model_name", "trust_remote_code", "revision", "api_key",
+                "tokenizer", "download_dir", "load_format")
+SECRET = ("api_key",)
+# 'auto' defaults each engine derives by its own rule (GPU memory, model), so they rarely agree.
+DECIDED_DIFFERENTLY = ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization")
+# Why a mapped parameter is still not an exact equivalent.
+APPROXIMATE: dict[str, str] = {
+    "gpu_memory_utilization": (
+        "vLLM's --gpu-memory-utilization bounds the whole instance (weights, activations, KV cache) "
+        "as a fraction of total GPU memory; SGLang's --mem-fraction-static covers only the static "
+        "pool (weights + KV cache), so the same value gives different KV capacity"),
+    "block_size": ("vLLM's --block-size (KV block, default 16) and SGLang's --page-size (default 1) "
+                   "set the same granularity but trade fragmentation differently"),
+    "max_num_batched_tokens": (
+        "vLLM's --max-num-batched-tokens is a per-step budget for prefill + decode tokens; SGLang's "
+        "--chunked-prefill-size only caps the prefill chunk"),
+    "chunked_prefill": ("SGLang has no on/off switch for chunked prefill: on is its default, off is "
+                        "--chunked-prefill-size -1"),
+    "prefix_caching": ("vLLM's automatic prefix caching (hashed blocks) and SGLang's RadixAttention "
+                       "share prefixes differently; both are on by default"),
+    "seed": "SGLang's --random-seed is random per launch unless set",
+}
+
+
+@dataclass(frozen=True)
+class Translation:
+    """A translated launch line and the warnings a reader must see."""
+
+    source: str
+    target: str
+    argv: list[str]
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def command(self) -> str:
+        """The translated command, shell-quoted."""
+        return shlex.join(self.argv)
+
+
+class AlignError(ValueError):
+    """A launch line that cannot be translated; the message names the problem."""
+
+
+def _flag_spelling(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
+def _pass_through(args: Mapping[str, Any], warnings: list[str]) -> list[str]:
+    out: list[str] = []
+    for dest in PASS_THROUGH:
+        if dest not in args:
+            continue
+        value = args[dest]
+        if dest in SECRET:
+            warnings.append(f"{_flag_spelling(dest)}: value redacted; put your key back in")
+            value = "<redacted>"
+        out += [_flag_spelling(dest)] if value is True else [_flag_spelling(dest), str(value)]
+    return out
+
+
+def _unmapped(source: str, args: Mapping[str, Any], target: str) -> list[str]:
+    mapped = {flag.dest for flag in FLAG_TABLE[source].values()} | set(PASS_THROUGH) | {"model", "model_path"}
+    if source == "sglang":
+        mapped |= {"disable_radix_cache", "chunked_prefill_size"}
+    return [f"{_flag_spelling(dest)}: no {target} equivalent; dropped"
+            for dest in args if dest not in mapped]
+
+
+def _default_gaps(source: str, target: str, sources: Mapping[str, str]) -> list[str]:
+    out = []
+    for key in NEUTRAL_PARAMS:
+        if sources[key] == "flag":
+            continue
+        a, b = DEFAULTS[source][key], DEFAULTS[target][key]
+        if a != b or (a == AUTO and key in DECIDED_DIFFERENTLY):
+            out.append(f"{key} not set: {source} default {a}, {target} default {b} "
+                       "(each engine decides 'auto' its own way); set it on both to compare like with like")
+    return out
+
+
+def translate(argv: Sequence[str], target: str | None = None) -> Translation:
+    """Translate a vLLM/SGLang/simengine launch line to the other engine's spelling."""
+    source, args = parse_cmdline(list(argv))
+    if source is None:
+        raise AlignError(f"not a vLLM or SGLang launch line: {shlex.join(argv)!r} "
+                         "(expected `vllm serve MODEL ...` or `python -m sglang.launch_server ...`)")
+    target = target or OTHER[source]
+    if target not in LAUNCHERS:
+        raise AlignError(f"invalid target engine {target!r}; choose from {', '.join(LAUNCHERS)}")
+    sources = neutral_sources(source, args)
+    neutral = to_neutral(source, args)
+    given = {k: v for k, v in neutral.items() if sources[k] == "flag"}
+    warnings: list[str] = []
+    out = list(LAUNCHERS[target])
+    model = args.get("model") or args.get("model_path")
+    model_flag = MODEL_FLAG[target]
+    if model:
+        out += [model_flag, str(model)] if model_flag else [str(model)]
+    out += to_cmdline(target, given)
+    out += _pass_through(args, warnings)
+    warnings += [f"{key}: approximate — {APPROXIMATE[key]}" for key in given if key in APPROXIMATE]
+    warnings += _unmapped(source, args, target)
+    warnings += _default_gaps(source, target, sources)
+    return Translation(source, target, out, warnings)
+
+
+@dataclass(frozen=True)
+class ParamDifference:
+    """One neutral parameter whose effective values differ between two engines."""
+
+    param: str
+    a: Any
+    b: Any
+
+
+def compare_params(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[ParamDifference]:
+    """Neutral parameters that differ (AUTO on either side counts as unknown and is reported)."""
+    keys = [k for k in NEUTRAL_PARAMS if k in a or k in b]
+    keys += sorted((set(a) | set(b)) - set(NEUTRAL_PARAMS))
+    return [ParamDifference(k, a.get(k), b.get(k)) for k in keys
+            if a.get(k) != b.get(k) or a.get(k) == AUTO]

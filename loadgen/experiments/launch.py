@@ -1,0 +1,110 @@
+"""Engines an experiment starts itself: launch a command, wait until healthy, stop it.
+
+`{port}` in the command and base URL becomes a free loopback port; a leading `python`/`python3`
+becomes this interpreter (so `python -m simengine` uses the same environment). Parameter variants
+are appended as the engine's own flags (exporter/engine_params.py). Output goes to a log file.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from exporter.engine_params import to_cmdline
+from loadgen.experiments.plantypes import EngineSpec
+
+POLL_S = 0.2
+STOP_GRACE_S = 10.0
+
+
+class EngineFailed(RuntimeError):
+    """A launched engine exited or never became healthy; the message says which and where its log is."""
+
+
+def free_port() -> int:
+    """A currently free TCP port on 127.0.0.1 (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def launch_argv(spec: EngineSpec, params: dict[str, Any], port: int) -> list[str]:
+    """The command to run: `{port}` filled, python resolved, variant params appended as flags."""
+    argv = [token.replace("{port}", str(port)) for token in spec.command]
+    if argv and argv[0] in ("python", "python3"):
+        argv[0] = sys.executable
+    if spec.family is not None:
+        argv += to_cmdline(spec.family, params)
+    return argv
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2.0) as resp:  # noqa: S310 - loopback URL from the plan
+            return bool(resp.status == 200)
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+class LaunchedEngine:
+    """One engine process; `start()` returns its base URL once `health_path` answers 200."""
+
+    def __init__(self, spec: EngineSpec, params: dict[str, Any], log_path: Path) -> None:
+        self.spec, self.params, self.log_path = spec, params, log_path
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.base_url = ""
+        self.argv: list[str] = []
+
+    def start(self) -> str:
+        """Launch and wait for health; raises EngineFailed (after stopping it) when it never gets there."""
+        port = free_port()
+        self.argv = launch_argv(self.spec, self.params, port)
+        template = self.spec.base_url or "http://127.0.0.1:{port}"
+        self.base_url = template.replace("{port}", str(port)).rstrip("/")
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            log.write(f"\n# {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {self.argv}\n".encode())
+            self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT,
+                                         env={**os.environ, **self.spec.env}, start_new_session=True)
+        self._wait_healthy()
+        return self.base_url
+
+    def _wait_healthy(self) -> None:
+        assert self.proc is not None
+        url = self.base_url + self.spec.health_path
+        deadline = time.monotonic() + self.spec.health_timeout_s
+        while time.monotonic() < deadline:
+            code = self.proc.poll()
+            if code is not None:
+                raise EngineFailed(f"engine {self.spec.name!r} exited with code {code} before it became "
+                                   f"healthy; see {self.log_path}")
+            if _healthy(url):
+                return
+            time.sleep(POLL_S)
+        self.stop()
+        raise EngineFailed(f"engine {self.spec.name!r} not healthy at {url} after "
+                           f"{self.spec.health_timeout_s:g} s (health_timeout_s); see {self.log_path}")
+
+    def stop(self) -> None:
+        """SIGTERM the engine's process group, SIGKILL after a grace period."""
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        for sig, wait_s in ((signal.SIGTERM, STOP_GRACE_S), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                return
+            try:
+                proc.wait(timeout=wait_s)
+                return
+            except subprocess.TimeoutExpired:
+                continue

@@ -1,0 +1,160 @@
+"""Markdown report after the seed's template (5.4): id, date, purpose, environment, parameters,
+results (table + CSV), charts, and the facts a conclusion rests on (knee, throughput at the SLA,
+cost per million tokens, production advice)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from loadgen.experiments.charts import write_charts
+from loadgen.experiments.facts import series_facts
+from loadgen.experiments.series import Series, group_series, run_load
+from loadgen.experiments.slo import Objective, format_seconds
+from loadgen.results import RunRecord, atomic_write
+
+RESULT_COLUMNS = ("run_id", "series", "phase", "load", "req/s", "output tok/s", "TTFT p50", "TTFT p99",
+                  "TPOT p50", "TPOT p99", "E2E p50", "E2E p99", "goodput req/s", "errors", "cache cleared")
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """What the report is about and what it should compute."""
+
+    title: str
+    purpose: str = ""
+    experiment_ids: tuple[str, ...] = ()
+    objective: Objective | None = None
+    cost_per_hour: float | None = None
+
+
+def _get(obj: Any, *path: str) -> Any:
+    for key in path:
+        obj = obj.get(key) if isinstance(obj, dict) else None
+    return obj
+
+
+def _fmt(value: Any, digits: int = 2) -> str:
+    if value is None or value == "":
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _cache(manifest: dict[str, Any]) -> str:
+    flushed = _get(manifest, "cache", "flushed")
+    method = _get(manifest, "cache", "method") or ""
+    return {True: f"yes ({method})", False: f"NO ({method})"}.get(flushed, "-")
+
+
+def result_row(record: RunRecord, series: Series) -> dict[str, str]:
+    """One results-table row; numbers as printed in the Markdown and the CSV."""
+    s, m = record.summary, record.manifest
+    names = (("TTFT", "ttft_s"), ("TPOT", "tpot_s"), ("E2E", "e2e_s"))
+    lat = {f"{name} {stat}": format_seconds(_get(s, key, stat))
+           for name, key in names for stat in ("p50", "p99")}
+    return {
+        "run_id": record.run_id, "series": series.label, "phase": _get(m, "experiment", "phase") or "-",
+        "load": f"{run_load(record, series.kind):g} {'conc' if series.kind == 'concurrency' else 'req/s'}",
+        "req/s": _fmt(s.get("request_throughput")), "output tok/s": _fmt(s.get("output_token_throughput"), 1),
+        **lat, "goodput req/s": _fmt(s.get("goodput")),
+        "errors": f"{_get(s, 'requests', 'failed') or 0} ({_fmt((s.get('error_rate') or 0) * 100, 1)}%)",
+        "cache cleared": _cache(m),
+    }
+
+
+def _table(columns: tuple[str, ...] | list[str], rows: list[dict[str, str]]) -> list[str]:
+    out = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
+    out += ["| " + " | ".join(row.get(c, "-") for c in columns) + " |" for row in rows]
+    return out
+
+
+def _environment(records: list[RunRecord]) -> list[str]:
+    rows: dict[tuple[str, ...], dict[str, str]] = {}
+    for r in records:
+        m = r.manifest
+        gpus = _get(m, "exporter", "gpus") or []
+        gpu = gpus[0] if gpus else {}
+        row = {"engine": f"{_get(m, 'engine', 'engine') or r.summary.get('target') or '-'} "
+                         f"{_get(m, 'engine', 'version') or ''}".strip(),
+               "model": str(_get(m, "engine", "model") or r.summary.get("model") or "-"),
+               "GPU": f"{len(gpus)} x {gpu.get('name')}" if gpus else "- (no exporter)",
+               "driver / CUDA": f"{gpu.get('driver_version', '-')} / {gpu.get('cuda_version', '-')}",
+               "interconnect": str(_get(m, "exporter", "topology", "interconnect") or "-"),
+               "client": f"{_get(m, 'client', 'hostname') or '-'} ({_get(m, 'client', 'cpu_model') or '-'})",
+               "infergauge": f"{_get(m, 'tool', 'version') or '-'} {(_get(m, 'tool', 'git_sha') or '')[:10]}"}
+        rows.setdefault(tuple(row.values()), row)
+    return _table(["engine", "model", "GPU", "driver / CUDA", "interconnect", "client", "infergauge"],
+                  list(rows.values()))
+
+
+def _parameters(series: list[Series]) -> list[str]:
+    rows = []
+    for s in series:
+        m, cfg = s.records[0].manifest, s.records[0].manifest.get("config") or {}
+        params = _get(m, "engine", "params") or {}
+        rows.append({"series": s.label, "TP": _fmt(params.get("tensor_parallel_size")),
+                     "max_num_seqs": _fmt(params.get("max_num_seqs")),
+                     "memory fraction": _fmt(params.get("gpu_memory_utilization")),
+                     "max model len": _fmt(params.get("max_model_len")),
+                     "input / output len": f"{cfg.get('input_len', '-')} / {cfg.get('output_len', '-')}",
+                     f"{s.kind} points": ", ".join(f"{p.load:g}" for p in s.points()),
+                     "requests/run": _fmt(cfg.get("num_prompts")), "seed": _fmt(cfg.get("seed"))})
+    columns = ["series", "TP", "max_num_seqs", "memory fraction", "max model len", "input / output len"]
+    kinds = sorted({f"{s.kind} points" for s in series})
+    return _table([*columns, *kinds, "requests/run", "seed"], rows)
+
+
+def results_csv(rows: list[dict[str, str]]) -> str:
+    """The results table as CSV text."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(RESULT_COLUMNS), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+def _dates(records: list[RunRecord]) -> str:
+    starts = sorted(str(r.summary.get("started_at") or "") for r in records)
+    ends = sorted(str(r.summary.get("ended_at") or "") for r in records)
+    return f"{starts[0]} to {ends[-1]}" if starts and ends else "-"
+
+
+def write_report(records: list[RunRecord], out_dir: Path, options: ReportOptions) -> Path:
+    """Write report.md, results.csv and the PNG charts into out_dir; returns report.md's path."""
+    series = group_series(records)
+    rows = [result_row(r, s) for s in series for r in sorted(s.records, key=lambda r: run_load(r, s.kind))]
+    charts = write_charts(series, out_dir, options.objective)
+    atomic_write(out_dir / "results.csv", results_csv(rows))
+    lines = [f"# Benchmark report: {options.title}", "",
+             f"- **Experiment id:** {', '.join(options.experiment_ids) or '- (single runs)'}",
+             f"- **Date:** {_dates(records)}",
+             f"- **Purpose:** {options.purpose or '-'}",
+             f"- **Runs:** {len(records)} in {len(series)} series; "
+             f"SLA: {options.objective.label if options.objective else 'none given'}", "",
+             "## Environment", "", *_environment(records), "",
+             "## Parameters", "", *_parameters(series), "",
+             "## Results", "", "Latencies are exact percentiles over the measured requests "
+             "(definitions as `vllm bench serve`); full table in `results.csv`.", "",
+             *_table(RESULT_COLUMNS, rows), "",
+             "## Charts", "", *[f"![{c.stem}]({c.name})" for c in charts], "",
+             "## Facts for the conclusion", ""]
+    for s in series:
+        lines += [f"### {s.label}", "", *series_facts(s, options.objective, options.cost_per_hour), ""]
+    lines += _warnings(records)
+    path = out_dir / "report.md"
+    atomic_write(path, "\n".join(lines).rstrip() + "\n")
+    return path
+
+
+def _warnings(records: list[RunRecord]) -> list[str]:
+    notes = [f"- run {r.run_id} is partial: {r.summary.get('partial_reason') or 'interrupted'}"
+             for r in records if r.summary.get("partial")]
+    notes += [f"- run {r.run_id}: the prefix cache could not be cleared before it ran "
+              f"({_get(r.manifest, 'cache', 'detail') or 'no detail'})"
+              for r in records if _get(r.manifest, "cache", "flushed") is False]
+    return ["## Warnings", "", *notes] if notes else []

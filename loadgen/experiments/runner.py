@@ -1,0 +1,164 @@
+"""Run an experiment plan: engine lifecycle, cache clearing between runs, state for resuming.
+
+Between runs a launched engine is restarted (or, with `restart_between_runs: false`, has its
+prefix cache flushed) and an external engine has its prefix cache flushed (SGLang
+`POST /flush_cache`, vLLM `POST /reset_prefix_cache`); each run's manifest says what was done in
+`cache` and marks `flushed: false` when the cache could not be cleared. An engine that never
+becomes healthy fails its runs; the plan's `on_engine_failure` says whether the rest continues.
+Ctrl-C stops after saving state: finished runs are kept and `loadgen experiment resume` goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from exporter.redact import redact_argv
+from loadgen.config import ConfigError, RunConfig
+from loadgen.experiments.expand import RunSpec, build_config, expand
+from loadgen.experiments.launch import EngineFailed, LaunchedEngine
+from loadgen.experiments.plantypes import EngineSpec, Plan
+from loadgen.experiments.state import DONE, ExperimentState
+from loadgen.runner import RunResult, run_benchmark_sync
+from loadgen.targets import get_target
+
+RunFn = Callable[[RunConfig], RunResult]
+Log = Callable[[str], None]
+
+
+class ExperimentInterrupted(Exception):
+    """Ctrl-C during an experiment: state is saved, finished runs kept."""
+
+
+class ExperimentStopped(Exception):
+    """An engine failed and the plan says `on_engine_failure: stop`."""
+
+
+@dataclass
+class _Active:
+    """The engine currently serving runs: which group it was started for, and its handle."""
+
+    group: tuple[str, str, str]
+    engine: LaunchedEngine | None
+    base_url: str
+    runs_served: int = 0
+
+
+def flush_external(target: str, base_url: str) -> dict[str, Any]:
+    """Flush an engine's prefix cache over HTTP; the manifest's `cache` section."""
+    async def _flush() -> dict[str, Any]:
+        async with aiohttp.ClientSession() as session:
+            result = await get_target(target).flush_cache(session, base_url)
+        return {"flushed": result.ok, "method": result.method, "detail": result.detail}
+    return asyncio.run(_flush())
+
+
+class ExperimentRunner:
+    """Runs every not-yet-finished run of a plan, in order."""
+
+    def __init__(self, plan: Plan, state: ExperimentState, *, run_fn: RunFn = run_benchmark_sync,
+                 log: Log = print, progress: bool = False) -> None:
+        self.plan, self.state, self.run_fn, self.log = plan, state, run_fn, log
+        self.progress = progress
+        self.active: _Active | None = None
+        self.failed_groups: dict[tuple[str, str, str], str] = {}
+
+    def run(self) -> ExperimentState:
+        """Execute the plan; raises ExperimentInterrupted / ExperimentStopped after saving state."""
+        self.state.status = "running"
+        self.state.save()
+        try:
+            for spec in expand(self.plan):
+                if self.state.done(spec.key):
+                    continue
+                self._one(spec)
+            self.state.status = "done"
+        except (KeyboardInterrupt, ExperimentInterrupted):
+            self.state.status = "interrupted"
+            raise ExperimentInterrupted(self._resume_hint()) from None
+        except ExperimentStopped:
+            self.state.status = "stopped"
+            raise
+        finally:
+            self._stop_active()
+            self.state.save()
+        return self.state
+
+    def _resume_hint(self) -> str:
+        done = len(self.state.run_ids())
+        return (f"experiment {self.state.experiment_id} interrupted after {done} finished runs; "
+                f"continue with: loadgen experiment resume {self.state.experiment_id} "
+                f"--results-dir {self.plan.results_dir}")
+
+    def _one(self, spec: RunSpec) -> None:
+        group = (spec.phase, spec.engine, spec.variant)
+        if group in self.failed_groups:
+            self.state.record(spec.key, status="skipped", error=self.failed_groups[group])
+            return
+        engine = self.plan.engines[spec.engine]
+        try:
+            base_url, cache = self._prepare(spec, engine, group)
+        except EngineFailed as exc:
+            self._engine_failed(spec, group, str(exc))
+            return
+        self._execute(spec, engine, base_url, cache)
+
+    def _engine_failed(self, spec: RunSpec, group: tuple[str, str, str], error: str) -> None:
+        self.log(f"error: {error}")
+        self.state.record(spec.key, status="failed", error=error)
+        if self.plan.on_engine_failure == "stop":
+            raise ExperimentStopped(f"{error} (on_engine_failure: stop)")
+        self.failed_groups[group] = f"skipped: {error}"
+
+    def _prepare(self, spec: RunSpec, engine: EngineSpec, group: tuple[str, str, str]) -> tuple[str, dict]:
+        if engine.kind == "external":
+            assert engine.base_url is not None
+            return engine.base_url.rstrip("/"), self._flush(engine, engine.base_url.rstrip("/"))
+        reuse = self.active is not None and self.active.group == group and not engine.restart_between_runs
+        if reuse and self.active is not None:
+            return self.active.base_url, self._flush(engine, self.active.base_url)
+        self._stop_active()
+        launched = LaunchedEngine(engine, spec.params, self.state.directory / f"engine-{spec.engine}.log")
+        self.log(f"starting engine {spec.engine} ({spec.variant})")
+        base_url = launched.start()
+        self.active = _Active(group, launched, base_url)
+        detail = f"engine launched fresh: {' '.join(redact_argv(launched.argv))}"
+        cache = {"flushed": True, "method": "restart", "detail": detail}
+        return base_url, cache
+
+    def _flush(self, engine: EngineSpec, base_url: str) -> dict[str, Any]:
+        if not engine.flush_cache:
+            return {"flushed": False, "method": "none", "detail": "flush_cache: false in the plan"}
+        cache = flush_external(engine.target, base_url)
+        if not cache["flushed"]:
+            self.log(f"warning: prefix cache of {engine.name} not cleared: {cache['detail']}")
+        return cache
+
+    def _execute(self, spec: RunSpec, engine: EngineSpec, base_url: str, cache: dict[str, Any]) -> None:
+        experiment = {"id": self.state.experiment_id, "name": self.plan.name, "key": spec.key, **spec.point()}
+        config = build_config(spec, target=engine.target, base_url=base_url,
+                              results_dir=self.plan.results_dir, experiment_id=self.state.experiment_id,
+                              extra_manifest={"cache": cache, "experiment": experiment})
+        self.log(f"run {spec.key}")
+        try:
+            result = self.run_fn(config)
+        except ConfigError as exc:  # e.g. target unreachable: a failed run, the plan goes on
+            self.state.record(spec.key, status="failed", error=str(exc), cache=cache)
+            self.log(f"error: run {spec.key}: {exc}")
+            return
+        reason = str(result.summary.get("partial_reason") or "")
+        if result.partial and reason.startswith("interrupted"):
+            self.state.record(spec.key, status="interrupted", run_id=result.run_id, cache=cache)
+            raise ExperimentInterrupted(reason)
+        self.state.record(spec.key, status=DONE, run_id=result.run_id, partial=result.partial,
+                          cache=cache, result_dir=str(result.result_dir))
+
+    def _stop_active(self) -> None:
+        if self.active is not None and self.active.engine is not None:
+            self.active.engine.stop()
+        self.active = None
+

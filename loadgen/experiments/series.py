@@ -1,0 +1,94 @@
+"""Group stored runs into series (one curve per engine/variant/workload) for reports and charts."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from loadgen.experiments.points import Point, point_from_summary
+from loadgen.results import RunRecord
+
+NS = 1e9
+
+
+@dataclass
+class Series:
+    """Runs of one engine configuration under one workload, ordered by offered load."""
+
+    label: str
+    kind: str  # "concurrency" | "rate"
+    records: list[RunRecord] = field(default_factory=list)
+
+    def points(self) -> list[Point]:
+        """One Point per run, sorted by load."""
+        pts = [point_from_summary(r.summary, run_load(r, self.kind), self.kind) for r in self.records]
+        return sorted(pts, key=lambda p: p.load)
+
+
+def load_kind(record: RunRecord) -> str:
+    """`concurrency` when the run was bounded by concurrency at an infinite rate, else `rate`."""
+    rate = record.summary.get("asked_rate")
+    if record.summary.get("max_concurrency") and rate in (None, "inf", float("inf")):
+        return "concurrency"
+    return "rate"
+
+
+def run_load(record: RunRecord, kind: str) -> float:
+    """The run's offered load of the given kind (0 when unknown)."""
+    key = "max_concurrency" if kind == "concurrency" else "asked_rate"
+    value = record.summary.get(key)
+    try:
+        return float(value) if value is not None else 0.0
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def series_label(record: RunRecord) -> str:
+    """Engine (plan engine name, else engine/target), variant and workload."""
+    exp = record.manifest.get("experiment") or {}
+    engine = exp.get("engine") or (record.manifest.get("engine") or {}).get("engine") \
+        or record.summary.get("engine") or record.summary.get("target") or "engine"
+    parts = [str(engine)]
+    if exp.get("variant") not in (None, "default", "base"):
+        parts.append(str(exp["variant"]))
+    workload = exp.get("workload") or record.summary.get("scenario")
+    if workload:
+        parts.append(str(workload))
+    return " · ".join(parts)
+
+
+def group_series(records: list[RunRecord]) -> list[Series]:
+    """Group runs by (label, load kind), keeping first-seen order."""
+    groups: dict[tuple[str, str], Series] = {}
+    for record in records:
+        kind = load_kind(record)
+        key = (series_label(record), kind)
+        groups.setdefault(key, Series(key[0], kind)).records.append(record)
+    return list(groups.values())
+
+
+def _rows(path: Path) -> Iterator[dict[str, Any]]:
+    if not path.is_file():
+        return
+    with path.open() as fh:
+        for line in fh:
+            if line.strip():
+                row = json.loads(line)
+                if row.get("outcome") == "ok" and not row.get("warmup"):
+                    yield row
+
+
+def request_latencies(path: Path) -> tuple[list[float], list[float]]:
+    """(TTFT seconds, TPOT seconds) of the measured ok requests in a requests.jsonl."""
+    ttft, tpot = [], []
+    for row in _rows(path):
+        sent, first, last = row.get("sent_ns"), row.get("first_ns"), row.get("last_ns")
+        tokens = int(row.get("output_tokens") or 0)
+        if isinstance(sent, int) and isinstance(first, int):
+            ttft.append((first - sent) / NS)
+            if isinstance(last, int) and tokens >= 2:
+                tpot.append((last - first) / NS / (tokens - 1))
+    return ttft, tpot
