@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -60,26 +61,33 @@ def build_summary(
     return {**head, **stats}
 
 
+@dataclass(frozen=True)
+class ManifestFacts:
+    """What the runner learned that goes into the manifest."""
+
+    workload: Any
+    fingerprint: str
+    schedule: Sequence[int]
+    meta: EngineMetadata | None
+    base_url: str
+    exporter: dict[str, Any] | None
+    exporter_source: str
+
+
 def build_manifest(
     config: RunConfig,
     run_id: str,
-    workload: Any,
-    fingerprint: str,
-    schedule: Sequence[int],
-    meta: EngineMetadata | None,
-    base_url: str,
-    exporter: dict[str, Any] | None,
-    exporter_source: str,
+    facts: ManifestFacts,
     started: datetime,
     ended: datetime,
     stop_reason: str | None,
 ) -> dict[str, Any]:
     """manifest.json: the facts that explain the numbers; `extra_manifest` is merged on top."""
-    sched_hash = hashlib.sha256(",".join(map(str, schedule)).encode()).hexdigest()
+    sched_hash = hashlib.sha256(",".join(map(str, facts.schedule)).encode()).hexdigest()
     wl = {
-        **workload.describe(),
-        "fingerprint": fingerprint,
-        "num_requests": len(schedule),
+        **facts.workload.describe(),
+        "fingerprint": facts.fingerprint,
+        "num_requests": len(facts.schedule),
         "schedule_fingerprint": f"sha256:{sched_hash}",
         "arrival": config.arrival,
         "rate": config.rate,
@@ -96,9 +104,9 @@ def build_manifest(
         "client": client_info(),
         "config": config.to_manifest(),
         "workload": wl,
-        "engine": engine_section(meta, base_url),
-        "exporter": exporter,
-        "exporter_source": exporter_source,
+        "engine": engine_section(facts.meta, facts.base_url),
+        "exporter": facts.exporter,
+        "exporter_source": facts.exporter_source,
         "cache": {"flushed": None, "method": None, "detail": None},
         "experiment": None,
     }

@@ -25,7 +25,7 @@ from loadgen.config import ConfigError, RunConfig
 from loadgen.dispatch import Dispatcher, connector_limit
 from loadgen.metrics import LiveMetrics, RunLabels
 from loadgen.progress import Counts, Progress
-from loadgen.record import build_manifest, build_summary, write_run
+from loadgen.record import ManifestFacts, build_manifest, build_summary, write_run
 from loadgen.schedule import build_schedule
 from loadgen.stats import meets_slo
 from loadgen.targets import EngineMetadata, Target, get_target
@@ -226,82 +226,95 @@ async def _run(
     model = config.model or meta.model
     if not model:
         raise ConfigError(f"{base_url}/v1/models lists no model: pass --model")
-    exporter, exporter_source = await fetch_exporter_manifest(session, config.exporter_url)
+    exporter = await fetch_exporter_manifest(session, config.exporter_url)
     run = Run(config, run_id, progress)
+    run.metrics = _start_metrics(config, run_id, model, meta)
+    signals = _install_signals(run)
+    try:
+        started = datetime.now(UTC)
+        run.metrics.start_ts.set(started.timestamp())
+        tags = [
+            "loadgen",
+            f"run_id:{run_id}",
+            f"target:{config.target}",
+            f"scenario:{config.resolved_scenario}",
+        ]
+        text = f"loadgen run {run_id} ({config.target}, {model})"
+        ann_id = grafana_notes.annotate_run_start(
+            config.grafana_url, config.grafana_token, run_id=run_id, tags=tags, text=text
+        )
+        run.dispatcher = Dispatcher(
+            session, lambda p: f"{base_url}{p}", config.api_key, config.max_concurrency, run.on_done
+        )
+        start_ns, wl_fingerprint = await _execute(run, target, workload, model, schedule)
+        ended = datetime.now(UTC)
+        run.metrics.end_ts.set(ended.timestamp())
+        records = sorted(run.dispatcher.records, key=lambda r: r.index)
+        summary = build_summary(
+            config,
+            run_id,
+            records,
+            meta,
+            model,
+            started,
+            ended,
+            run.stop_reason,
+            run.dispatcher.peak_in_flight,
+        )
+        facts = ManifestFacts(workload, wl_fingerprint, schedule[: len(records)], meta, base_url, *exporter)
+        manifest = build_manifest(config, run_id, facts, started, ended, run.stop_reason)
+        result_dir = write_run(Path(config.results_dir), run_id, manifest, summary, records, start_ns)
+        grafana_notes.annotate_run_end(
+            config.grafana_url,
+            config.grafana_token,
+            ann_id,
+            run_id=run_id,
+            tags=tags,
+            text=f"{text} ended",
+            start_ms=int(started.timestamp() * 1000),
+            end_ms=int(ended.timestamp() * 1000),
+        )
+        exit_code = 1 if run.stop_reason or summary["error_rate"] > config.max_error_rate else 0
+        if config.metrics_port and config.linger_s:
+            await _linger(run, config.linger_s)
+        return RunResult(run_id, result_dir, summary, manifest, summary["partial"], exit_code)
+    finally:
+        run.metrics.stop()
+        for sig in signals:
+            asyncio.get_running_loop().remove_signal_handler(sig)
+
+
+def _start_metrics(config: RunConfig, run_id: str, model: str, meta: EngineMetadata) -> LiveMetrics:
     labels, info = _labels_info(config, run_id, model, meta)
-    run.metrics = LiveMetrics(labels, info)
+    metrics = LiveMetrics(labels, info)
     if config.metrics_port:
         try:
-            run.metrics.serve(config.metrics_port)
+            metrics.serve(config.metrics_port)
         except OSError as exc:
             raise ConfigError(
                 f"cannot serve metrics on port {config.metrics_port} ({exc.strerror}): "
                 "pass another --metrics-port, or 0 to disable"
             ) from None
-    run.metrics.target_rate.set(config.rate)
-    run.metrics.max_concurrency.set(config.max_concurrency or 0)
-    started = datetime.now(UTC)
-    run.metrics.start_ts.set(started.timestamp())
-    tags = ["loadgen", f"run_id:{run_id}", f"target:{config.target}", f"scenario:{config.resolved_scenario}"]
-    ann_id = grafana_notes.annotate_run_start(
-        config.grafana_url,
-        config.grafana_token,
-        run_id=run_id,
-        tags=tags,
-        text=f"loadgen run {run_id} ({config.target}, {model})",
-    )
-    run.dispatcher = Dispatcher(
-        session, lambda p: f"{base_url}{p}", config.api_key, config.max_concurrency, run.on_done
-    )
-    signals = _install_signals(run)
-    monitor = asyncio.create_task(run.monitor(config.total_requests))
-    start_ns, wl_fingerprint = 0, ""
+    metrics.target_rate.set(config.rate)
+    metrics.max_concurrency.set(config.max_concurrency or 0)
+    return metrics
+
+
+async def _execute(
+    run: Run, target: Target, workload: Any, model: str, schedule: list[int]
+) -> tuple[int, str]:
+    """Dispatch, wait for the requests in flight (or cancel them on a stop), keep the display going."""
+    assert run.dispatcher is not None
+    monitor = asyncio.create_task(run.monitor(run.config.total_requests))
     try:
-        start_ns, wl_fingerprint = await run.dispatch(target, workload, model, schedule)
+        result = await run.dispatch(target, workload, model, schedule)
         if run.stop_reason is None:
             await _drain_until_stopped(run)
         await run.dispatcher.drain(cancel=True)
+        return result
     finally:
         monitor.cancel()
         run.progress.close()
-        for sig in signals:
-            asyncio.get_running_loop().remove_signal_handler(sig)
-    ended = datetime.now(UTC)
-    run.metrics.end_ts.set(ended.timestamp())
-    records = sorted(run.dispatcher.records, key=lambda r: r.index)
-    summary = build_summary(
-        config, run_id, records, meta, model, started, ended, run.stop_reason, run.dispatcher.peak_in_flight
-    )
-    manifest = build_manifest(
-        config,
-        run_id,
-        workload,
-        wl_fingerprint,
-        schedule[: len(records)],
-        meta,
-        base_url,
-        exporter,
-        exporter_source,
-        started,
-        ended,
-        run.stop_reason,
-    )
-    result_dir = write_run(Path(config.results_dir), run_id, manifest, summary, records, start_ns)
-    grafana_notes.annotate_run_end(
-        config.grafana_url,
-        config.grafana_token,
-        ann_id,
-        run_id=run_id,
-        tags=tags,
-        text=f"loadgen run {run_id} ended",
-        start_ms=int(started.timestamp() * 1000),
-        end_ms=int(ended.timestamp() * 1000),
-    )
-    exit_code = 1 if run.stop_reason or summary["error_rate"] > config.max_error_rate else 0
-    if config.metrics_port and config.linger_s:
-        await _linger(run, config.linger_s)
-    run.metrics.stop()
-    return RunResult(run_id, result_dir, summary, manifest, summary["partial"], exit_code)
 
 
 async def _drain_until_stopped(run: Run) -> None:

@@ -1,0 +1,67 @@
+"""Live metrics: names/labels per DESIGN.md and bucket resolution against exact percentiles."""
+
+from __future__ import annotations
+
+import random
+
+from loadgen.client import RequestRecord
+from loadgen.metrics import ITL_BUCKETS, LATENCY_BUCKETS, LiveMetrics, RunLabels
+from loadgen.stats import percentile
+
+MS = 1_000_000
+LABELS = {"run_id": "r1", "target": "sim", "model": "m", "scenario": "s"}
+
+
+def _metrics() -> LiveMetrics:
+    return LiveMetrics(RunLabels(**LABELS), {"engine": "vllm", "engine_version": "0.26.0", "seed": "42"})
+
+
+def test_observe_ok_and_failed_requests() -> None:
+    m = _metrics()
+    r = RequestRecord(0, "x", False, 0, 10, 3)
+    r.sent_ns, r.token_ns, r.first_ns, r.last_ns = 2 * MS, [22 * MS, 27 * MS, 33 * MS], 22 * MS, 33 * MS
+    r.outcome, r.output_tokens, r.prompt_tokens = "ok", 3, 10
+    m.observe(r, slo_met=True)
+    bad = RequestRecord(1, "y", False, 0, 10, 3)
+    bad.outcome = "timeout"
+    m.observe(bad, slo_met=False)
+    get = m.registry.get_sample_value
+    assert get("loadgen_requests_total", {**LABELS, "outcome": "ok"}) == 1
+    assert get("loadgen_requests_total", {**LABELS, "outcome": "timeout"}) == 1
+    assert get("loadgen_time_to_first_token_seconds_sum", LABELS) == 0.020
+    assert get("loadgen_inter_token_latency_seconds_count", LABELS) == 2
+    assert get("loadgen_output_tokens_total", LABELS) == 3
+    assert get("loadgen_prompt_tokens_total", LABELS) == 10
+    assert get("loadgen_slo_met_requests_total", LABELS) == 1
+    assert get("loadgen_schedule_lag_seconds_count", LABELS) == 2
+    assert (
+        get("loadgen_run_info", {**LABELS, "engine": "vllm", "engine_version": "0.26.0", "seed": "42"}) == 1
+    )
+
+
+def test_bucket_ranges_follow_the_contract() -> None:
+    assert LATENCY_BUCKETS[0] == 0.001
+    assert LATENCY_BUCKETS[-1] >= 300
+    assert ITL_BUCKETS[0] == 0.0005
+    assert ITL_BUCKETS[-1] >= 5
+
+
+def _histogram_quantile(q: float, bounds: list[float], values: list[float]) -> float:
+    """Prometheus' histogram_quantile: linear interpolation inside the bucket holding rank q*n."""
+    counts = [sum(1 for v in values if v <= b) for b in bounds]
+    rank = q * len(values)
+    for i, c in enumerate(counts):
+        if c >= rank:
+            lo, prev = (bounds[i - 1], counts[i - 1]) if i else (0.0, 0)
+            return lo + (bounds[i] - lo) * (rank - prev) / (c - prev)
+    return bounds[-1]
+
+
+def test_histogram_quantile_within_5_percent_of_exact() -> None:
+    rng = random.Random(1)
+    for median, sigma in ((0.05, 0.5), (0.8, 1.0), (0.006, 0.3)):
+        values = sorted(rng.lognormvariate(0, sigma) * median for _ in range(3000))
+        bounds = ITL_BUCKETS if median < 0.01 else LATENCY_BUCKETS
+        for q in (0.5, 0.9, 0.99):
+            exact = percentile(values, q * 100)
+            assert abs(_histogram_quantile(q, bounds, values) / exact - 1) < 0.05

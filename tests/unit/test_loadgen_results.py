@@ -1,0 +1,76 @@
+"""Run ids, atomic writes, load_run / RunNotFound, runs.csv rows."""
+
+from __future__ import annotations
+
+import csv
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from loadgen.results import (
+    CSV_COLUMNS,
+    RunNotFound,
+    append_runs_csv,
+    atomic_write,
+    csv_row,
+    list_runs,
+    load_run,
+    new_run_id,
+    write_json,
+)
+
+
+def test_run_ids_are_unique_and_sort_by_time() -> None:
+    early = new_run_id(datetime(2026, 1, 1, tzinfo=UTC))
+    late = new_run_id(datetime(2026, 1, 2, tzinfo=UTC))
+    assert early < late
+    assert early.startswith("20260101T000000Z-")
+    assert len({new_run_id() for _ in range(200)}) == 200
+
+
+def test_atomic_write_leaves_no_temp_files(tmp_path: Path) -> None:
+    target = tmp_path / "a" / "x.json"
+    write_json(target, {"v": float("inf")})
+    atomic_write(target, "replaced\n")
+    assert target.read_text() == "replaced\n"
+    assert [p.name for p in target.parent.iterdir()] == ["x.json"]
+
+
+def test_load_run_and_missing_run(tmp_path: Path) -> None:
+    run_dir = tmp_path / "20260101T000000Z-abcdef"
+    write_json(run_dir / "manifest.json", {"run_id": run_dir.name})
+    write_json(run_dir / "summary.json", {"run_id": run_dir.name, "partial": False})
+    record = load_run(tmp_path, run_dir.name)
+    assert record.summary["partial"] is False
+    assert record.requests_path == run_dir / "requests.jsonl"
+    assert list_runs(tmp_path) == [run_dir.name]
+    with pytest.raises(RunNotFound, match="no run 'nope' in"):
+        load_run(tmp_path, "nope")
+
+
+def test_runs_csv_gets_one_row_per_run_and_one_header(tmp_path: Path) -> None:
+    manifest = {
+        "config": {"seed": 42, "arrival": "poisson"},
+        "workload": {"name": "random", "fingerprint": "sha"},
+        "engine": {"version": "0.26.0", "params": {"max_num_seqs": 128}},
+        "tool": {"git_sha": "abc"},
+        "exporter": {"gpus": [{"name": "NVIDIA H200"}]},
+    }
+    summary = {
+        "run_id": "r1",
+        "target": "vllm",
+        "ttft_s": {"p99": 0.5},
+        "requests": {"ok": 3},
+        "slo": {"ttft_s": 0.2},
+    }
+    for run_id in ("r1", "r2"):
+        append_runs_csv(tmp_path, csv_row(manifest, {**summary, "run_id": run_id}, tmp_path / run_id))
+    rows = list(csv.DictReader((tmp_path / "runs.csv").open()))
+    assert [r["run_id"] for r in rows] == ["r1", "r2"]
+    assert list(rows[0]) == list(CSV_COLUMNS)
+    assert rows[0]["ttft_p99_s"] == "0.5"
+    assert rows[0]["gpu_name"] == "NVIDIA H200"
+    assert rows[0]["max_num_seqs"] == "128"
+    assert json.loads(rows[0]["slo"]) == {"ttft_s": 0.2}
