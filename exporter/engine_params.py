@@ -25,9 +25,18 @@ Value = int | float | bool | str | None
 AUTO = "auto"
 
 NEUTRAL_PARAMS: tuple[str, ...] = (
-    "tensor_parallel_size", "max_num_seqs", "gpu_memory_utilization", "max_model_len", "block_size",
-    "chunked_prefill", "max_num_batched_tokens", "prefix_caching", "kv_cache_dtype", "quantization",
-    "dtype", "seed",
+    "tensor_parallel_size",
+    "max_num_seqs",
+    "gpu_memory_utilization",
+    "max_model_len",
+    "block_size",
+    "chunked_prefill",
+    "max_num_batched_tokens",
+    "prefix_caching",
+    "kv_cache_dtype",
+    "quantization",
+    "dtype",
+    "seed",
 )
 ENGINES: tuple[str, ...] = ("vllm", "sglang", "simengine")
 
@@ -89,28 +98,58 @@ SIMENGINE_FLAGS: dict[str, Flag] = {
     for key, flag in VLLM_FLAGS.items()
 }
 FLAG_TABLE: dict[str, dict[str, Flag]] = {
-    "vllm": VLLM_FLAGS, "sglang": SGLANG_FLAGS, "simengine": SIMENGINE_FLAGS,
+    "vllm": VLLM_FLAGS,
+    "sglang": SGLANG_FLAGS,
+    "simengine": SIMENGINE_FLAGS,
 }
 
 # Other boolean flags seen in launch lines (so that the token after them is not taken as a value).
-_EXTRA_BOOL_FLAGS = frozenset({
-    "--enforce-eager", "--trust-remote-code", "--disable-log-requests", "--disable-log-stats",
-    "--enable-metrics", "--disable-cuda-graph", "--enable-mixed-chunk", "--disable-overlap-schedule",
-    "--enable-torch-compile", "--enable-dp-attention", "--skip-server-warmup", "--enable-log-requests",
-})
+_EXTRA_BOOL_FLAGS = frozenset(
+    {
+        "--enforce-eager",
+        "--trust-remote-code",
+        "--disable-log-requests",
+        "--disable-log-stats",
+        "--enable-metrics",
+        "--disable-cuda-graph",
+        "--enable-mixed-chunk",
+        "--disable-overlap-schedule",
+        "--enable-torch-compile",
+        "--enable-dp-attention",
+        "--skip-server-warmup",
+        "--enable-log-requests",
+    }
+)
 
 # Documented defaults per engine in the neutral vocabulary (vLLM 0.26 V1 engine, SGLang 0.5.x
 # ServerArgs); AUTO = decided at start-up from GPU memory or the model's config.json.
 DEFAULTS: dict[str, dict[str, Value]] = {
     "vllm": {
-        "tensor_parallel_size": 1, "max_num_seqs": AUTO, "gpu_memory_utilization": 0.9,
-        "max_model_len": AUTO, "block_size": 16, "chunked_prefill": True, "max_num_batched_tokens": AUTO,
-        "prefix_caching": True, "kv_cache_dtype": "auto", "quantization": None, "dtype": "auto", "seed": 0,
+        "tensor_parallel_size": 1,
+        "max_num_seqs": AUTO,
+        "gpu_memory_utilization": 0.9,
+        "max_model_len": AUTO,
+        "block_size": 16,
+        "chunked_prefill": True,
+        "max_num_batched_tokens": AUTO,
+        "prefix_caching": True,
+        "kv_cache_dtype": "auto",
+        "quantization": None,
+        "dtype": "auto",
+        "seed": 0,
     },
     "sglang": {
-        "tensor_parallel_size": 1, "max_num_seqs": AUTO, "gpu_memory_utilization": AUTO,
-        "max_model_len": AUTO, "block_size": 1, "chunked_prefill": True, "max_num_batched_tokens": AUTO,
-        "prefix_caching": True, "kv_cache_dtype": "auto", "quantization": None, "dtype": "auto",
+        "tensor_parallel_size": 1,
+        "max_num_seqs": AUTO,
+        "gpu_memory_utilization": AUTO,
+        "max_model_len": AUTO,
+        "block_size": 1,
+        "chunked_prefill": True,
+        "max_num_batched_tokens": AUTO,
+        "prefix_caching": True,
+        "kv_cache_dtype": "auto",
+        "quantization": None,
+        "dtype": "auto",
         "seed": AUTO,  # random per launch
     },
 }
@@ -138,19 +177,24 @@ def _check_engine(engine: str) -> dict[str, Flag]:
 
 
 def detect_engine(argv: Sequence[str]) -> tuple[str | None, int]:
-    """Which engine a command line launches, and the index where its flags start (None if none)."""
-    for i, token in enumerate(argv):
+    """Which engine a command line launches, and the index where its flags start (None if none).
+
+    Recognised: `vllm serve`, `sglang serve`, `python -m vllm.entrypoints.openai.api_server`,
+    `python -m sglang.launch_server`, `python -m simengine`, `loadgen sim`. Only the program and
+    interpreter positions count, so `ruff check simengine` is not an engine.
+    """
+    for i, token in enumerate(argv[:4]):
         base = token.rsplit("/", 1)[-1]
-        if token == "-m" and i + 1 < len(argv):
+        nxt = argv[i + 1] if i + 1 < len(argv) else ""
+        if token == "-m":
             for engine, modules in _MODULES.items():
-                if argv[i + 1] in modules:
+                if nxt in modules:
                     return engine, i + 2
-        if base in ("vllm", "sglang") and i + 1 < len(argv) and argv[i + 1] == "serve":
+            return None, 0
+        if i <= 1 and base in ("vllm", "sglang") and nxt == "serve":
             return base, i + 2
-        if base == "loadgen" and i + 1 < len(argv) and argv[i + 1] == "sim":
+        if i <= 1 and base == "loadgen" and nxt == "sim":
             return "simengine", i + 2
-        if base == "simengine":
-            return "simengine", i + 1
     return None, 0
 
 

@@ -13,8 +13,21 @@ from typing import Any
 REDACTED = "<redacted>"
 # A name (flag dest or env var) is secret when one of its `-`/`_` separated words is one of these:
 # `--api-key`, `HF_TOKEN`, `OPENAI_API_KEY`, `--ssl-keyfile-password`; not `--max-num-batched-tokens`.
-_SECRET_WORDS = frozenset({"key", "apikey", "token", "secret", "password", "passwd", "credential",
-                           "credentials", "auth", "authorization", "bearer"})
+_SECRET_WORDS = frozenset(
+    {
+        "key",
+        "apikey",
+        "token",
+        "secret",
+        "password",
+        "passwd",
+        "credential",
+        "credentials",
+        "auth",
+        "authorization",
+        "bearer",
+    }
+)
 _URL_USERINFO = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)[^/@\s]+@", re.I)
 
 

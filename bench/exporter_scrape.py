@@ -1,0 +1,162 @@
+"""Exporter scrape cost: latency (median, p99) of GET /metrics and exporter CPU per scrape.
+
+Runs the real `infergauge-exporter` as a subprocess on loopback and scrapes it N times:
+with 8 fake GPUs (target: p99 < 50 ms), on the real GPUs when NVML is present, and prints the
+figure recorded on an H200 (tests/fixtures/exporter/h200-bench.json) when there is one.
+
+    python -m bench.exporter_scrape                 # fake 8 GPUs (+ real GPUs if any)
+    python -m bench.exporter_scrape --gpus real --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+REPO = Path(__file__).resolve().parents[1]
+RECORDED = REPO / "tests" / "fixtures" / "exporter" / "h200-bench.json"
+
+
+def free_port() -> int:
+    """A free TCP port on loopback."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_exporter(extra: list[str]) -> tuple[subprocess.Popen[bytes], str]:
+    """Launch the exporter on a free loopback port; returns (process, base URL) once /healthz answers."""
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    cmd = [
+        sys.executable,
+        "-m",
+        "exporter",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--no-discover",
+        *extra,
+    ]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{base}/healthz", timeout=1):
+                return proc, base
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError(
+                    f"exporter exited: {proc.stderr.read().decode() if proc.stderr else ''}"
+                ) from None
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("exporter did not answer /healthz within 30 s")
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100)."""
+    ordered = sorted(values)
+    rank = max(1, int(round(q / 100.0 * len(ordered) + 0.5 - 1e-9)))
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+def measure(base: str, pid: int, scrapes: int) -> dict[str, Any]:
+    """Scrape `scrapes` times; latency per scrape and the exporter's CPU seconds per scrape."""
+    for _ in range(10):  # warm-up: caches, NVML handles, topology
+        urllib.request.urlopen(f"{base}/metrics", timeout=10).read()
+    proc = psutil.Process(pid)
+    cpu_before = sum(proc.cpu_times()[:2])
+    latencies = []
+    body = b""
+    for _ in range(scrapes):
+        started = time.perf_counter()
+        body = urllib.request.urlopen(f"{base}/metrics", timeout=10).read()
+        latencies.append(time.perf_counter() - started)
+    cpu = sum(proc.cpu_times()[:2]) - cpu_before
+    gpu_ok = 'infergauge_collector_success{collector="gpu"} 1.0' in body.decode()
+    return {
+        "scrapes": scrapes,
+        "median_ms": statistics.median(latencies) * 1e3,
+        "p99_ms": percentile(latencies, 99) * 1e3,
+        "max_ms": max(latencies) * 1e3,
+        "cpu_ms_per_scrape": cpu / scrapes * 1e3,
+        "bytes_per_scrape": len(body),
+        "series": sum(1 for line in body.decode().splitlines() if line and not line.startswith("#")),
+        "gpu_collector_ok": gpu_ok,
+    }
+
+
+def run_case(label: str, extra: list[str], scrapes: int) -> dict[str, Any]:
+    """Start an exporter with `extra` flags, measure, stop it."""
+    proc, base = start_exporter(extra)
+    try:
+        result = {"case": label, **measure(base, proc.pid, scrapes)}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    return result
+
+
+def show(result: dict[str, Any]) -> None:
+    """One line per case."""
+    print(
+        f"{result['case']:<24} scrapes={result['scrapes']} median={result['median_ms']:.2f} ms "
+        f"p99={result['p99_ms']:.2f} ms cpu/scrape={result['cpu_ms_per_scrape']:.2f} ms "
+        f"series={result['series']} gpu_ok={result['gpu_collector_ok']}",
+        flush=True,
+    )
+
+
+def nvml_present() -> bool:
+    """True when NVML initialises here (a real GPU and driver)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        pynvml.nvmlShutdown()
+        return True
+    except Exception:
+        return False
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Print the scrape figures (see module docstring)."""
+    parser = argparse.ArgumentParser(prog="bench.exporter_scrape")
+    parser.add_argument("--gpus", choices=["fake", "real", "both"], default="both")
+    parser.add_argument("--scrapes", type=int, default=200)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv if argv is not None else [])
+    results = []
+    if args.gpus in ("fake", "both"):
+        results.append(run_case("fake 8 GPUs", ["--fake-gpus", "8"], args.scrapes))
+        show(results[-1])
+    if args.gpus in ("real", "both") and nvml_present():
+        results.append(run_case("real GPUs (NVML)", [], args.scrapes))
+        show(results[-1])
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    if RECORDED.is_file():
+        recorded = json.loads(RECORDED.read_text())
+        for item in recorded.get("results", []):
+            print(f"recorded on {recorded.get('device', 'H200')} ({recorded.get('date', '?')}):", end=" ")
+            show(item)
+    if any(r["case"].startswith("fake") and r["p99_ms"] >= 50 for r in results):
+        print("WARNING: p99 scrape latency with 8 fake GPUs is above the 50 ms target", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

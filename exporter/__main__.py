@@ -1,0 +1,5 @@
+"""`python -m exporter` = `infergauge-exporter`."""
+
+from exporter.cli import run
+
+run()

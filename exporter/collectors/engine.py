@@ -1,0 +1,48 @@
+"""Engine collector: `infergauge_engine_info{engine,version,model,<neutral params>} 1`, `infergauge_engine_up`."""
+
+from __future__ import annotations
+
+from prometheus_client.core import Metric
+
+from exporter.engine_params import NEUTRAL_PARAMS
+from exporter.engines import EngineInspector
+from exporter.families import Families
+
+
+def _label(value: object) -> str:
+    return "" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+class EngineCollector:
+    """One info and one up series per engine found (process on this host or --engine-url)."""
+
+    name = "engine"
+
+    def __init__(self, inspector: EngineInspector) -> None:
+        self.inspector = inspector
+
+    def scrape(self) -> tuple[list[Metric], bool]:
+        """Families for every engine; False when a configured URL did not answer."""
+        out = Families()
+        ok = True
+        for report in self.inspector.reports():
+            base = {"engine": report.engine, "url": report.url or "", "model": report.model or ""}
+            info = {**base, "version": report.version or "", "pid": _label(report.pid)}
+            info.update({key: _label(report.params.get(key)) for key in NEUTRAL_PARAMS})
+            out.add(
+                "infergauge_engine_info",
+                "gauge",
+                "Engine identity and launch parameters (engine-neutral names); value is always 1.",
+                info,
+                1.0,
+            )
+            out.add(
+                "infergauge_engine_up",
+                "gauge",
+                "1 when the engine answered HTTP on this scrape.",
+                base,
+                1.0 if report.up else 0.0,
+            )
+            if report.url and not report.up and report.url in self.inspector.engine_urls:
+                ok = False
+        return out.metrics(), ok

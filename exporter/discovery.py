@@ -1,0 +1,145 @@
+"""Finding engine processes on the host and the flags they were launched with.
+
+Real captures (tests/fixtures/golden/*/ps.txt) show the process holding GPU memory is a child
+retitled `VLLM::EngineCore` or `sglang::scheduler`: its command line is only that title, so the
+launch flags are read from its parent, the API-server process. Reading (/proc via psutil) is kept
+apart from the pure functions over `ProcInfo` lists, which the tests drive with the golden ps.txt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import psutil
+
+from exporter.engine_params import Value, detect_engine, parse_cmdline
+
+# Titles engine children give themselves (setproctitle), mapped to their engine.
+CHILD_TITLES: dict[str, str] = {
+    "VLLM::EngineCore": "vllm",
+    "VLLM::Worker": "vllm",
+    "sglang::scheduler": "sglang",
+    "sglang::detokenizer": "sglang",
+    "sglang::data_parallel_controller": "sglang",
+}
+DEFAULT_PORTS = {"vllm": 8000, "sglang": 30000, "simengine": 8000}
+ENV_PREFIXES = (
+    "CUDA_VISIBLE_DEVICES",
+    "NCCL_",
+    "VLLM_",
+    "SGLANG_",
+    "HF_",
+    "TORCH_",
+    "PYTORCH_CUDA_ALLOC_CONF",
+)
+
+
+@dataclass(frozen=True)
+class ProcInfo:
+    """One process as discovery needs it."""
+
+    pid: int
+    ppid: int
+    cmdline: tuple[str, ...]
+
+
+@dataclass
+class EngineProcess:
+    """An engine's API-server process, its parsed flags and its (GPU-holding) children."""
+
+    engine: str
+    pid: int
+    argv: list[str]
+    args: dict[str, Value]
+    children: list[int] = field(default_factory=list)
+
+    @property
+    def port(self) -> int:
+        """The HTTP port from --port, else the engine's default."""
+        try:
+            return int(str(self.args.get("port", DEFAULT_PORTS[self.engine])))
+        except ValueError:
+            return DEFAULT_PORTS[self.engine]
+
+    @property
+    def base_url(self) -> str:
+        """Where this engine answers HTTP on this host."""
+        host = str(self.args.get("host", "127.0.0.1"))
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"
+        return f"http://{host}:{self.port}"
+
+
+def title_engine(cmdline: Iterable[str]) -> str | None:
+    """The engine of a retitled child (`VLLM::EngineCore`, `sglang::scheduler`), else None."""
+    parts = list(cmdline)
+    if not parts:
+        return None
+    return CHILD_TITLES.get(parts[0].strip())
+
+
+def find_engines(procs: list[ProcInfo]) -> list[EngineProcess]:
+    """Engine API servers among `procs` (a forked child with the same command line is not another)."""
+    by_pid = {p.pid: p for p in procs}
+    engines: dict[int, EngineProcess] = {}
+    for proc in sorted(procs, key=lambda p: p.pid):
+        engine, args = parse_cmdline(proc.cmdline)
+        if engine is None:
+            continue
+        parent = by_pid.get(proc.ppid)
+        if parent is not None and parent.cmdline == proc.cmdline:
+            continue
+        engines[proc.pid] = EngineProcess(engine, proc.pid, list(proc.cmdline), args)
+    for proc in procs:
+        owner = engine_ancestor(proc.pid, by_pid, engines)
+        if owner is not None and owner.pid != proc.pid:
+            owner.children.append(proc.pid)
+    return list(engines.values())
+
+
+def engine_ancestor(
+    pid: int, by_pid: dict[int, ProcInfo], engines: dict[int, EngineProcess]
+) -> EngineProcess | None:
+    """The engine API server that `pid` is, or descends from (walks up at most 16 parents)."""
+    current: int | None = pid
+    for _ in range(16):
+        if current is None:
+            return None
+        if current in engines:
+            return engines[current]
+        proc = by_pid.get(current)
+        current = proc.ppid if proc is not None and proc.ppid != current else None
+    return None
+
+
+def parse_ps(text: str) -> list[ProcInfo]:
+    """Parse `ps -eo pid,ppid,user,etimes,rss,comm,args` output (the golden ps.txt) into ProcInfo."""
+    procs: list[ProcInfo] = []
+    for line in text.splitlines()[1:]:
+        parts = line.split()
+        if len(parts) < 7 or not parts[0].isdigit():
+            continue
+        procs.append(ProcInfo(int(parts[0]), int(parts[1]), tuple(parts[6:])))
+    return procs
+
+
+def read_processes() -> list[ProcInfo]:
+    """Every visible process on this host (pid, ppid, command line)."""
+    procs: list[ProcInfo] = []
+    for proc in psutil.process_iter(["pid", "ppid", "cmdline"]):
+        info = proc.info
+        cmdline = info.get("cmdline") or []
+        if len(cmdline) == 1 and " " in cmdline[0] and detect_engine(cmdline[0].split())[0]:
+            cmdline = cmdline[0].split()  # a process that rewrote argv as one string
+        procs.append(ProcInfo(int(info["pid"]), int(info.get("ppid") or 0), tuple(cmdline)))
+    return procs
+
+
+def relevant_env(pid: int) -> dict[str, str]:
+    """The engine's CUDA/NCCL/VLLM/SGLANG/HF env vars (unredacted: the caller redacts)."""
+    try:
+        environ = psutil.Process(pid).environ()
+    except (psutil.Error, OSError):
+        return {}
+    return {k: v for k, v in sorted(environ.items()) if k.startswith(ENV_PREFIXES)}

@@ -1,0 +1,120 @@
+"""Loading NVML (nvidia-ml-py's `pynvml`) and calling it field by field without failing a scrape.
+
+Everything NVML-facing takes the module as an argument (`nvml`), so tests inject a fake
+(`exporter.fake_nvml.FakeNvml`) and nothing touches the driver at import time.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+LOG = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# NVML return codes (same values as pynvml's NVML_ERROR_*), kept here so error triage needs no driver.
+ERROR_NOT_SUPPORTED = 3
+ERROR_NO_PERMISSION = 4
+ERROR_NOT_FOUND = 6
+ERROR_FUNCTION_NOT_FOUND = 13
+ERROR_GPU_IS_LOST = 15
+ERROR_RESET_REQUIRED = 16
+ERROR_ARGUMENT_VERSION_MISMATCH = 25
+# A device answering with one of these is gone: its series are dropped, the other GPUs' kept.
+DEVICE_FATAL = frozenset({ERROR_GPU_IS_LOST, ERROR_RESET_REQUIRED})
+
+
+class NvmlUnavailable(RuntimeError):
+    """NVML could not be loaded or initialised (no driver, no GPU, no library)."""
+
+
+class DeviceLost(RuntimeError):
+    """One GPU stopped answering (lost, needs reset); only its series are dropped."""
+
+
+def load_nvml() -> Any:
+    """Import nvidia-ml-py's `pynvml` module (does not initialise it)."""
+    try:
+        import pynvml
+    except ImportError as exc:  # pragma: no cover - the dependency is declared
+        raise NvmlUnavailable(f"nvidia-ml-py is not installed: {exc}") from exc
+    return pynvml
+
+
+def error_code(exc: BaseException) -> int | None:
+    """The NVML return code carried by an NVMLError, else None."""
+    value = getattr(exc, "value", None)
+    return value if isinstance(value, int) else None
+
+
+def text(value: Any) -> str:
+    """NVML strings are bytes in older bindings and str in newer ones."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def try_call(
+    nvml: Any, fn_name: str, *args: Any, convert: Callable[[Any], T] | None = None
+) -> T | Any | None:
+    """Call `nvml.<fn_name>(*args)`; None when the function is missing, deprecated or unsupported.
+
+    Raises DeviceLost when NVML reports the GPU gone, so the caller drops that GPU.
+    """
+    fn = getattr(nvml, fn_name, None)
+    if fn is None:
+        return None
+    try:
+        value = fn(*args)
+    except Exception as exc:  # NVMLError (not supported, no permission, ...) or a binding mismatch
+        code = error_code(exc)
+        if code in DEVICE_FATAL:
+            raise DeviceLost(f"{fn_name}: NVML error {code}") from exc
+        return None
+    return convert(value) if convert is not None else value
+
+
+def first_supported(nvml: Any, calls: list[tuple[str, tuple[Any, ...]]]) -> Any | None:
+    """The first of several alternative calls (newest API first) that answers, else None."""
+    for fn_name, args in calls:
+        value = try_call(nvml, fn_name, *args)
+        if value is not None:
+            return value
+    return None
+
+
+class NvmlSession:
+    """Initialises NVML once per process (thread-safe); remembers why it failed."""
+
+    def __init__(self, nvml: Any | None = None, loader: Callable[[], Any] = load_nvml) -> None:
+        self._nvml = nvml
+        self._loader = loader
+        self._lock = threading.Lock()
+        self._ready = False
+        self.error: str | None = None
+
+    def get(self) -> Any:
+        """The initialised module; raises NvmlUnavailable (and retries on the next call)."""
+        with self._lock:
+            if self._ready:
+                return self._nvml
+            try:
+                if self._nvml is None:
+                    self._nvml = self._loader()
+                self._nvml.nvmlInit()
+            except Exception as exc:
+                self.error = f"NVML unavailable: {exc}"
+                raise NvmlUnavailable(self.error) from exc
+            self._ready = True
+            self.error = None
+            return self._nvml
+
+    def shutdown(self) -> None:
+        """Release NVML if it was initialised."""
+        with self._lock:
+            if self._ready and self._nvml is not None:
+                try:
+                    self._nvml.nvmlShutdown()
+                except Exception as exc:  # shutting down: nothing left to protect
+                    LOG.debug("nvmlShutdown failed: %s", exc)
+                self._ready = False
