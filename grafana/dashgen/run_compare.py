@@ -32,7 +32,10 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("failed requests", "run_id:loadgen_requests_failed:total", "short"),
 )
 RUN_INFO_LABELS = "run_id, target, model, scenario, engine, engine_version"
-FLAG_LABELS = "tensor_parallel_size, max_num_seqs, gpu_memory_utilization, max_model_len"
+FLAG_LABELS = (
+    "tensor_parallel_size, max_num_seqs, gpu_memory_utilization, max_model_len, block_size, chunked_prefill, "
+    "prefix_caching, kv_cache_dtype, quantization"
+)
 
 
 def per_run(series: str) -> str:

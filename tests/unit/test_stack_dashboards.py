@@ -1,0 +1,141 @@
+"""Grafana provisioning files and dashboard JSON: what Grafana's file provisioning accepts, read well."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:  # grafana/dashgen lives beside the packages, not inside one
+    sys.path.insert(0, str(REPO))
+
+from grafana.dashgen import BUILDERS, DASHBOARD_DIR, render  # noqa: E402
+from grafana.dashgen.queries import interpolate, iter_queries, variable_names  # noqa: E402
+
+PROVISIONING = REPO / "grafana" / "provisioning"
+BOARD_FILES = sorted(DASHBOARD_DIR.glob("*.json"))
+TITLES = {"Benchmark run (live)", "Run comparison", "GPU host", "Engine: vLLM", "Engine: SGLang"}
+BUILTIN_VARS = {"__interval", "__interval_ms", "__rate_interval", "__range", "__range_s", "__range_ms"}
+
+
+def boards() -> dict[str, dict[str, Any]]:
+    return {p.name: json.loads(p.read_text(encoding="utf-8")) for p in BOARD_FILES}
+
+
+def all_panels(panels: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for panel in panels:
+        out.append(panel)
+        out.extend(all_panels(panel.get("panels", [])))
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_committed_json_is_what_the_generator_writes(name: str) -> None:
+    # after editing grafana/dashgen, run `python -m grafana.dashgen` and commit the JSON
+    assert (DASHBOARD_DIR / name).read_text(encoding="utf-8") == render(BUILDERS[name])
+
+
+def test_the_five_dashboards_exist_with_stable_unique_uids() -> None:
+    loaded = boards()
+    assert {b["title"] for b in loaded.values()} == TITLES
+    uids = [b["uid"] for b in loaded.values()]
+    assert len(set(uids)) == len(uids)
+    assert all(uid.startswith("infergauge-") and len(uid) <= 40 for uid in uids)
+
+
+def test_datasource_provisioning() -> None:
+    config = yaml.safe_load((PROVISIONING / "datasources" / "prometheus.yml").read_text())
+    assert config["apiVersion"] == 1
+    (ds,) = config["datasources"]
+    assert ds["type"] == "prometheus"
+    assert ds["uid"] == "infergauge-prometheus"
+    assert ds["access"] == "proxy"
+    scrape = yaml.safe_load((REPO / "prometheus" / "prometheus.yml").read_text())["global"]["scrape_interval"]
+    assert ds["jsonData"]["timeInterval"] == scrape  # $__rate_interval depends on it
+
+
+def test_dashboard_provider_points_at_the_mounted_dashboards() -> None:
+    config = yaml.safe_load((PROVISIONING / "dashboards" / "infergauge.yml").read_text())
+    assert config["apiVersion"] == 1
+    (provider,) = config["providers"]
+    assert provider["type"] == "file"
+    assert provider["options"]["path"] == "/var/lib/grafana/dashboards"
+    compose = (REPO / "docker-compose.yml").read_text()
+    assert "./grafana/dashboards:/var/lib/grafana/dashboards:ro" in compose
+
+
+@pytest.mark.parametrize("path", BOARD_FILES, ids=lambda p: p.name)
+def test_dashboard_is_provisionable(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    board = json.loads(text)
+    assert "__inputs" not in board
+    assert "${DS_" not in text
+    assert board.get("id") is None
+    assert isinstance(board["schemaVersion"], int)
+    assert board["schemaVersion"] >= 36
+    panels = all_panels(board["panels"])
+    assert len({p["id"] for p in panels}) == len(panels)
+    for panel in panels:
+        pos = panel["gridPos"]
+        assert pos["x"] >= 0, panel["title"]
+        assert pos["x"] + pos["w"] <= 24, panel["title"]
+        for tgt in panel.get("targets", []):
+            assert tgt["datasource"] == {"type": "prometheus", "uid": "infergauge-prometheus"}, panel["title"]
+            assert tgt["expr"].strip(), panel["title"]
+
+
+@pytest.mark.parametrize("path", BOARD_FILES, ids=lambda p: p.name)
+def test_panels_read_well(path: Path) -> None:
+    board = json.loads(path.read_text(encoding="utf-8"))
+    for panel in all_panels(board["panels"]):
+        if panel["type"] in ("timeseries", "stat", "barchart"):
+            assert panel["fieldConfig"]["defaults"]["unit"], f"{panel['title']} has no unit"
+        if panel["type"] == "timeseries":
+            for tgt in panel["targets"]:
+                assert tgt["legendFormat"] not in ("", "__auto"), f"{panel['title']} {tgt['refId']} unnamed"
+
+
+@pytest.mark.parametrize("path", BOARD_FILES, ids=lambda p: p.name)
+def test_every_variable_used_is_defined(path: Path) -> None:
+    board = json.loads(path.read_text(encoding="utf-8"))
+    defined = {v["name"] for v in board["templating"]["list"]}
+    for query in iter_queries(board):
+        missing = variable_names(query.expr) - defined - BUILTIN_VARS
+        assert not missing, f"{query.title}: {missing}"
+    values = dict.fromkeys(defined | BUILTIN_VARS, "x")
+    for query in iter_queries(board):
+        assert "$" not in interpolate(query.expr, values)
+
+
+def test_run_dashboards_show_slo_lines_and_run_boundaries() -> None:
+    live = boards()["run-live.json"]
+    ttft = next(p for p in live["panels"] if p["title"] == "TTFT quantiles")
+    assert any(t["expr"] == "vector($ttft_slo)" and t["legendFormat"] == "SLO" for t in ttft["targets"])
+    names = {a["name"] for a in live["annotations"]["list"]}
+    assert {"Run start (Prometheus)", "Run end (Prometheus)", "loadgen annotations (Grafana API)"} <= names
+    start = next(a for a in live["annotations"]["list"] if a["name"] == "Run start (Prometheus)")
+    assert "loadgen_run_start_timestamp_seconds" in start["expr"]
+    assert start["useValueForTime"] is True
+
+
+def test_comparison_table_has_one_row_per_run() -> None:
+    table = next(p for p in boards()["run-comparison.json"]["panels"] if p["type"] == "table")
+    assert all(t["instant"] and t["format"] == "table" for t in table["targets"])
+    assert all("by (run_id" in t["expr"] for t in table["targets"])
+    assert table["transformations"][0]["id"] == "merge"
+    columns = set(table["transformations"][1]["options"]["renameByName"].values())
+    assert {
+        "p50 TTFT",
+        "p99 TTFT",
+        "p99 TPOT",
+        "p99 E2E",
+        "req/s (ok)",
+        "goodput req/s",
+        "failed requests",
+    } <= columns
