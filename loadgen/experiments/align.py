@@ -101,8 +101,9 @@ def _default_gaps(source: str, target: str, sources: Mapping[str, str]) -> list[
             continue
         a, b = DEFAULTS[source][key], DEFAULTS[target][key]
         if a != b or (a == AUTO and key in DECIDED_DIFFERENTLY):
-            out.append(f"{key} not set: {source} default {a}, {target} default {b} "
-                       "(each engine decides 'auto' its own way); set it on both to compare like with like")
+            why = " (each engine decides 'auto' its own way)" if AUTO in (a, b) else ""
+            out.append(f"{key} not set: {source} default {a}, {target} default {b}{why}; "
+                       "set it on both to compare like with like")
     return out
 
 

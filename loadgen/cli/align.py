@@ -1,0 +1,65 @@
+"""`loadgen align`: translate a vLLM launch line to SGLang's (and back), or `--check` two engines
+(URLs or run ids) for effective parameters that differ."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+
+import click
+
+from loadgen.experiments.align import AlignError, compare_params, translate
+from loadgen.experiments.tables import render
+
+
+def _check(a: str, b: str, results_dir: str, exporters: tuple[str | None, str | None]) -> int:
+    from loadgen.experiments.enginecheck import facts_from_run, facts_from_url, identity_differences
+    from loadgen.results import RunNotFound
+
+    try:
+        facts = [facts_from_url(x, e) if x.startswith(("http://", "https://"))
+                 else facts_from_run(results_dir, x) for x, e in zip((a, b), exporters, strict=True)]
+    except (RunNotFound, ConnectionError) as exc:
+        click.echo(f"Error: {exc}", err=True)
+        return 2
+    fa, fb = facts
+    click.echo(f"A: {fa.label} ({fa.engine} {fa.version or ''}, from {fa.source})")
+    click.echo(f"B: {fb.label} ({fb.engine} {fb.version or ''}, from {fb.source})")
+    rows = [[name, str(x), str(y)] for name, x, y in identity_differences(fa, fb)]
+    rows += [[d.param, str(d.a), str(d.b)] for d in compare_params(fa.params, fb.params)]
+    if not rows:
+        click.echo("aligned: every effective parameter is the same")
+        return 0
+    click.echo(render(["parameter", "A", "B"], rows))
+    click.echo(f"{len(rows)} differences ('auto' means the engine decides at start-up: set it explicitly)")
+    return 1
+
+
+@click.command(context_settings={"ignore_unknown_options": True, "help_option_names": ["-h", "--help"]})
+@click.option("--to", "target", type=click.Choice(("vllm", "sglang")), help="Engine to translate to.")
+@click.option("--check", is_flag=True, help="Compare two engines: URL_A URL_B or RUN_A RUN_B.")
+@click.option("--results-dir", default="results", show_default=True, help="Where run ids are looked up.")
+@click.option("--exporter-a", help="Exporter URL for engine A (its launch flags, e.g. for vLLM).")
+@click.option("--exporter-b", help="Exporter URL for engine B.")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def align(target: str | None, check: bool, results_dir: str, exporter_a: str | None,
+          exporter_b: str | None, args: tuple[str, ...]) -> None:
+    """`loadgen align vllm serve M --max-num-seqs 128 ...` or `loadgen align --check URL_A URL_B`."""
+    if check:
+        if len(args) != 2:
+            raise click.UsageError(f"--check needs two engines (URL_A URL_B or RUN_A RUN_B), got {len(args)}")
+        sys.exit(_check(args[0], args[1], results_dir, (exporter_a, exporter_b)))
+    argv = shlex.split(args[0]) if len(args) == 1 else list(args)
+    if not argv:
+        raise click.UsageError("give a launch line, e.g. loadgen align vllm serve MODEL --max-num-seqs 128")
+    try:
+        result = translate(argv, target)
+    except AlignError as exc:
+        raise click.UsageError(str(exc)) from None
+    click.echo(result.command)
+    for warning in result.warnings:
+        click.echo(f"warning: {warning}", err=True)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(align())

@@ -1,0 +1,106 @@
+"""`loadgen capacity --slo ttft_p99=300ms`: the highest load that holds a latency SLO, found by the
+seed's procedure (start low, +10% a step until P99 > 1.5x the target, then narrow down)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from loadgen.cli.run import OneLineErrors
+from loadgen.config import ConfigError
+from loadgen.experiments.capacity import CapacityResult, SearchSettings, search_capacity
+from loadgen.experiments.cliopts import CONTEXT, base_config, echo_err, split_params, with_run_options
+from loadgen.experiments.slo import SloError, format_seconds, parse_objective
+from loadgen.experiments.state import ExperimentState, experiment_dir, new_experiment_id
+from loadgen.experiments.tables import render
+
+OWN = ("slo", "kind", "start", "growth", "stop_factor", "max_steps", "max_time", "resolution")
+
+
+def steps_table(result: CapacityResult) -> str:
+    """Each step's load, objective value, verdict and headline figures."""
+    rows = [[str(s.index), s.phase, f"{s.load:g}", format_seconds(s.value), "yes" if s.met else "no",
+             f"{s.point.request_throughput:.2f}", f"{s.point.output_token_throughput:.1f}",
+             format_seconds(s.point.stat("e2e_s", "p99")), f"{s.point.error_rate * 100:.1f}%", s.point.run_id]
+            for s in result.steps]
+    head = ["step", "phase", "load", result.objective.spec().split("=")[0], "met", "req/s", "tok/s",
+            "E2E p99", "errors", "run_id"]
+    return render(head, rows)
+
+
+def verdict(result: CapacityResult, unit: str) -> str:
+    """One line: the capacity found, or why there is none."""
+    if result.best is None:
+        return f"capacity at {result.objective.label}: none ({result.stop_reason})"
+    best = result.best
+    return (f"capacity at {result.objective.label}: {unit} {best.load:g} "
+            f"({best.point.request_throughput:.2f} req/s, "
+            f"{best.point.output_token_throughput:.1f} output tok/s, "
+            f"{result.objective.stat} {format_seconds(best.value)}); stopped: {result.stop_reason}")
+
+
+@click.command(cls=OneLineErrors, context_settings=CONTEXT)
+@click.option("--slo", "slo", required=True, help="The objective, e.g. ttft_p99=300ms.")
+@click.option("--kind", type=click.Choice(("concurrency", "rate")), default="concurrency", show_default=True,
+              help="Search over concurrency (rate = inf) or over request rate.")
+@click.option("--start", type=float, default=1.0, show_default=True, help="First load.")
+@click.option("--growth", type=float, default=1.10, show_default=True, help="Load factor per ramp step.")
+@click.option("--stop-factor", type=float, default=1.5, show_default=True,
+              help="The ramp stops once the statistic exceeds this multiple of the target.")
+@click.option("--max-steps", type=int, default=30, show_default=True, help="Most runs in the search.")
+@click.option("--max-time", type=float, default=1800.0, show_default=True, help="Most seconds in the search.")
+@click.option("--resolution", type=float, help="Narrow until the bracket is this small (default 1 / 5%).")
+@click.pass_context
+def capacity(ctx: click.Context, **params: Any) -> None:
+    """Find the capacity at an SLO: `loadgen capacity --slo ttft_p99=300ms` (+ `loadgen run` options)."""
+
+    own, run_params = split_params(params, OWN)
+    try:
+        objective = parse_objective(own["slo"])
+    except SloError as exc:
+        raise click.UsageError(str(exc)) from None
+    for name in ("start", "max_steps", "max_time"):
+        if own[name] <= 0:
+            raise click.UsageError(f"invalid --{name.replace('_', '-')} {own[name]!r}: must be > 0")
+    if own["growth"] <= 1 or own["stop_factor"] < 1:
+        raise click.UsageError("invalid --growth/--stop-factor: growth must be > 1 and stop factor >= 1")
+    integer = own["kind"] == "concurrency"
+    settings = SearchSettings(start=own["start"], growth=own["growth"], stop_factor=own["stop_factor"],
+                              max_steps=own["max_steps"], max_time_s=own["max_time"], integer=integer,
+                              resolution=own["resolution"] or (1.0 if integer else own["start"] * 0.05))
+    experiment_id = new_experiment_id()
+    base = base_config(run_params, list(ctx.args), experiment_id, [objective])
+    state = ExperimentState(experiment_id, experiment_dir(base.results_dir, experiment_id), name="capacity",
+                            purpose=f"capacity at {objective.label} over {own['kind']}")
+    measure = _measure(base, own["kind"], state)
+    try:
+        result = search_capacity(measure, objective, settings)
+    except KeyboardInterrupt:
+        state.status = "interrupted"
+        state.save()
+        echo_err(f"interrupted: finished steps kept in experiment {experiment_id}")
+        ctx.exit(1)
+    except ConfigError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        ctx.exit(2)
+    state.status = "done"
+    state.save()
+    click.echo(f"experiment {experiment_id}: capacity search over {own['kind']}, {base.resolved_scenario}")
+    click.echo(steps_table(result))
+    click.echo(verdict(result, "concurrency" if integer else "rate"))
+    click.echo(f"report: loadgen report {experiment_id} --results-dir {base.results_dir}", err=True)
+
+
+def _measure(base: Any, kind: str, state: ExperimentState) -> Any:
+    from loadgen.experiments.loads import make_measure
+    from loadgen.runner import run_benchmark_sync
+
+    return make_measure(base, kind, state, run_benchmark_sync, "capacity", echo_err)
+
+
+with_run_options(capacity)
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(capacity())

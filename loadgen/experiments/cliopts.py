@@ -1,0 +1,57 @@
+"""Options shared by `loadgen sweep` and `loadgen capacity`: every `loadgen run` option except the
+load itself (rate / concurrency), which the command varies."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import os
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from loadgen.cli.run import build_config
+from loadgen.cli.run import run as run_command
+from loadgen.config import ConfigError, RunConfig
+from loadgen.experiments.slo import Objective
+
+# The load is varied by the command; `--slo` takes percentile objectives here (ttft_p99=300ms).
+VARIED = ("rate", "max_concurrency", "json_output", "experiment_id", "quiet", "slo")
+CONTEXT = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": ["-h", "--help"]}
+
+
+def with_run_options(command: click.Command) -> click.Command:
+    """Append copies of `loadgen run`'s options (minus the varied ones) to a command."""
+    for param in run_command.params:
+        if param.name not in VARIED:
+            command.params.append(copy.copy(param))
+    return command
+
+
+def split_params(params: dict[str, Any], own: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(this command's own values, the run options)."""
+    mine = {k: v for k, v in params.items() if k in own}
+    return mine, {k: v for k, v in params.items() if k not in own}
+
+
+def base_config(run_params: dict[str, Any], extra: list[str], experiment_id: str,
+                objectives: list[Objective]) -> RunConfig:
+    """The RunConfig every point starts from: linger 0 unless given; the objectives' limits become
+    the per-request goodput SLO (a request counts when its TTFT/TPOT/E2E is within the limit)."""
+    if run_params.get("linger") is None:
+        run_params = {**run_params, "linger": 0.0}
+    try:
+        config = build_config(run_params, extra, os.environ)
+        slo = {o.summary_key: o.limit_s for o in objectives if o.metric in ("ttft", "tpot", "e2e")}
+        return dataclasses.replace(config, experiment_id=experiment_id, slo={**config.slo, **slo})
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+
+
+def echo_err(message: str) -> None:
+    """Progress lines go to stderr so stdout holds the tables."""
+    click.echo(message, err=True)
+
+
+LogFn = Callable[[str], None]
