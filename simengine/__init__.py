@@ -1,0 +1,1 @@
+"""Simulated OpenAI-compatible inference engine that behaves like vLLM or SGLang (no GPU needed)."""

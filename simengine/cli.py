@@ -1,0 +1,55 @@
+"""`python -m simengine` / `loadgen sim`: parse a vLLM- or SGLang-style launch line and serve."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+
+from aiohttp import web
+
+from simengine.app import build_app
+from simengine.config import ConfigError, SimConfig, parse_args
+
+
+async def _serve(cfg: SimConfig) -> None:
+    runner = web.AppRunner(build_app(cfg), access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, cfg.host, cfg.port, backlog=4096)
+    await site.start()
+    host, port = runner.addresses[0][:2]
+    print(
+        f"simengine ({cfg.personality} personality, model {cfg.served_model_name}, gpu {cfg.gpu} "
+        f"x{cfg.tensor_parallel_size}) listening on http://{host}:{port}",
+        flush=True,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the server until SIGINT/SIGTERM; exit code 2 on a bad flag (one-line error)."""
+    try:
+        cfg = parse_args(list(sys.argv[1:] if argv is None else argv))
+    except ConfigError as exc:
+        print(f"simengine: error: {exc}", file=sys.stderr)
+        return 2
+    if cfg.extra_args:
+        print(
+            f"simengine: accepted, not modelled: {', '.join('--' + k for k in cfg.extra_args)}",
+            file=sys.stderr,
+        )
+    try:
+        asyncio.run(_serve(cfg))
+    except OSError as exc:
+        print(f"simengine: error: cannot listen on {cfg.host}:{cfg.port}: {exc.strerror}", file=sys.stderr)
+        return 1
+    return 0

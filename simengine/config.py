@@ -1,0 +1,231 @@
+"""Command-line configuration of the simulated engine: one frozen `SimConfig`, vLLM and SGLang spellings.
+
+A real engine launch line runs unchanged apart from the program name: each engine's own flag names map
+onto one field (`--max-num-seqs` / `--max-running-requests`, `--tensor-parallel-size` / `--tp-size`, ...).
+Flags the simulator does not model are accepted and kept in `SimConfig.extra_args`, never fatal.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from typing import Any
+
+from simengine.gpu import DTYPE_BYTES, GPU_PROFILES, INTERCONNECTS, default_kv_cache_tokens
+
+PERSONALITIES = ("vllm", "sglang")
+DEFAULT_PORTS = {"vllm": 8000, "sglang": 30000}
+DEFAULT_MODEL = "sim-llama-8b"
+
+
+class ConfigError(ValueError):
+    """A bad flag or value; the message is one line naming the bad value and the valid choices."""
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """The resolved configuration of one simulated engine."""
+
+    personality: str = "vllm"
+    host: str = "127.0.0.1"
+    port: int = 8000
+    model: str = DEFAULT_MODEL
+    served_model_name: str = DEFAULT_MODEL
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    max_model_len: int = 8192
+    block_size: int = 16
+    kv_cache_tokens: int = 0  # resolved from the GPU profile when 0 was given
+    gpu_memory_utilization: float = 0.9
+    enable_chunked_prefill: bool = True
+    enable_prefix_caching: bool = True
+    tensor_parallel_size: int = 1
+    gpu: str = "h200"
+    model_params: float = 8e9
+    dtype: str = "bf16"
+    interconnect: str = "nvlink"
+    step_overhead_ms: float = 1.0
+    time_scale: float = 1.0
+    seed: int = 0
+    eos_mean_tokens: float = 256.0
+    ground_truth: str | None = None
+    ground_truth_tokens: bool = False
+    fault_error_rate: float = 0.0
+    fault_stall_ms: float = 0.0
+    fault_stall_rate: float = 1.0  # share of streams that stall when --fault-stall-ms > 0
+    fault_disconnect_rate: float = 0.0
+    fault_malformed_rate: float = 0.0
+    api_key: str | None = field(default=None, repr=False)
+    engine_version: str = ""
+    extra_args: dict[str, Any] = field(default_factory=dict)
+
+    def effective_args(self) -> dict[str, Any]:
+        """The configuration as a plain dict, secrets redacted (safe for logs and manifests)."""
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "api_key"}
+        out["api_key"] = None if self.api_key is None else "<redacted>"
+        return out
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # argparse calls this on bad input; make it one line
+        raise ConfigError(message.replace("\n", " "))
+
+
+def _flag(p: _Parser, names: list[str], dest: str, **kw: Any) -> None:
+    p.add_argument(*names, dest=dest, default=None, **kw)
+
+
+def _bool(p: _Parser, on: list[str], off: list[str], dest: str) -> None:
+    p.add_argument(*on, dest=dest, action="store_const", const=True, default=None)
+    p.add_argument(*off, dest=dest, action="store_const", const=False, default=None)
+
+
+def _build_parser() -> _Parser:
+    p = _Parser(prog="simengine", allow_abbrev=False, add_help=False)
+    _flag(p, ["--personality"], "personality")
+    _flag(p, ["--host"], "host")
+    _flag(p, ["--port"], "port", type=int)
+    _flag(p, ["--model", "--model-path"], "model")
+    _flag(p, ["--served-model-name"], "served_model_name", nargs="+")
+    _flag(p, ["--max-num-seqs", "--max-running-requests"], "max_num_seqs", type=int)
+    _flag(p, ["--max-num-batched-tokens", "--chunked-prefill-size"], "max_num_batched_tokens", type=int)
+    _flag(p, ["--max-model-len", "--context-length"], "max_model_len", type=int)
+    _flag(p, ["--block-size", "--page-size"], "block_size", type=int)
+    _flag(p, ["--kv-cache-tokens", "--max-total-tokens"], "kv_cache_tokens", type=int)
+    _flag(p, ["--gpu-memory-utilization", "--mem-fraction-static"], "gpu_memory_utilization", type=float)
+    _flag(p, ["--tensor-parallel-size", "--tp-size", "--tp", "-tp"], "tensor_parallel_size", type=int)
+    _bool(p, ["--enable-chunked-prefill"], ["--no-enable-chunked-prefill"], "enable_chunked_prefill")
+    _bool(
+        p,
+        ["--enable-prefix-caching"],
+        ["--no-enable-prefix-caching", "--disable-radix-cache"],
+        "enable_prefix_caching",
+    )
+    _flag(p, ["--gpu"], "gpu")
+    _flag(p, ["--model-params"], "model_params", type=float)
+    _flag(p, ["--dtype"], "dtype")
+    _flag(p, ["--interconnect"], "interconnect")
+    _flag(p, ["--step-overhead-ms"], "step_overhead_ms", type=float)
+    _flag(p, ["--time-scale"], "time_scale", type=float)
+    _flag(p, ["--seed", "--random-seed"], "seed", type=int)
+    _flag(p, ["--eos-mean-tokens"], "eos_mean_tokens", type=float)
+    _flag(p, ["--ground-truth"], "ground_truth")
+    _bool(p, ["--ground-truth-tokens"], ["--no-ground-truth-tokens"], "ground_truth_tokens")
+    for name in ("error-rate", "stall-ms", "stall-rate", "disconnect-rate", "malformed-rate"):
+        _flag(p, [f"--fault-{name}"], "fault_" + name.replace("-", "_"), type=float)
+    _flag(p, ["--api-key"], "api_key")
+    _flag(p, ["--engine-version"], "engine_version")
+    return p
+
+
+_PARSER = _build_parser()
+
+
+def _split_positional(argv: list[str]) -> tuple[list[str], str | None]:
+    """`vllm serve MODEL ...` form: drop a leading `serve`, take a leading bare word as the model."""
+    args = list(argv)
+    if args and args[0] == "serve":
+        args.pop(0)
+    if args and not args[0].startswith("-"):
+        return args[1:], args[0]
+    return args, None
+
+
+def _collect_unknown(unknown: list[str]) -> dict[str, Any]:
+    """Unknown engine flags are recorded (`--flag value` or `--flag` -> True), not fatal."""
+    extra: dict[str, Any] = {}
+    i = 0
+    while i < len(unknown):
+        tok = unknown[i]
+        if not tok.startswith("-"):
+            raise ConfigError(f"unexpected argument {tok!r} (flags start with --)")
+        if "=" in tok:
+            key, value = tok.split("=", 1)
+            extra[key.lstrip("-")] = value
+            i += 1
+            continue
+        values: list[str] = []
+        while i + 1 < len(unknown) and not unknown[i + 1].startswith("--"):
+            values.append(unknown[i + 1])
+            i += 1
+        extra[tok.lstrip("-")] = True if not values else (values[0] if len(values) == 1 else values)
+        i += 1
+    return extra
+
+
+def parse_args(argv: list[str]) -> SimConfig:
+    """Parse a launch line (vLLM or SGLang spellings) into a validated `SimConfig`.
+
+    Raises `ConfigError` with a one-line message naming the bad value and the valid choices.
+    """
+    rest, positional_model = _split_positional(argv)
+    ns, unknown = _PARSER.parse_known_args(rest)
+    given = {k: v for k, v in vars(ns).items() if v is not None}
+    if positional_model and "model" not in given:
+        given["model"] = positional_model
+    personality = given.get("personality", "vllm")
+    _check_choice("--personality", personality, PERSONALITIES)
+    given.setdefault("port", DEFAULT_PORTS[personality])
+    if personality == "sglang":
+        given.setdefault("block_size", 1)  # SGLang's --page-size default
+    model = given.get("model", DEFAULT_MODEL)
+    served = given.pop("served_model_name", None)
+    given["served_model_name"] = served[0] if served else model
+    given["extra_args"] = _collect_unknown(unknown)
+    cfg = SimConfig(**given)
+    _validate(cfg)
+    if cfg.kv_cache_tokens == 0:
+        cfg = _replace(
+            cfg,
+            kv_cache_tokens=default_kv_cache_tokens(
+                cfg.gpu, cfg.model_params, cfg.dtype, cfg.tensor_parallel_size, cfg.gpu_memory_utilization
+            ),
+        )
+    if not cfg.engine_version:
+        cfg = _replace(cfg, engine_version="0.33.0+sim" if personality == "vllm" else "0.5.23+sim")
+    return cfg
+
+
+def _replace(cfg: SimConfig, **changes: Any) -> SimConfig:
+    import dataclasses
+
+    return dataclasses.replace(cfg, **changes)
+
+
+def _check_choice(flag: str, value: str, choices: tuple[str, ...] | list[str]) -> None:
+    if value not in choices:
+        raise ConfigError(f"invalid {flag} {value!r}; choose from {', '.join(choices)}")
+
+
+def _check_range(flag: str, value: float, lo: float, hi: float | None = None) -> None:
+    if value < lo or (hi is not None and value > hi):
+        bound = f">= {lo}" if hi is None else f"between {lo} and {hi}"
+        raise ConfigError(f"invalid {flag} {value!r}; must be {bound}")
+
+
+def _validate(cfg: SimConfig) -> None:
+    _check_choice("--gpu", cfg.gpu, sorted(GPU_PROFILES))
+    _check_choice("--dtype", cfg.dtype, sorted(DTYPE_BYTES))
+    _check_choice("--interconnect", cfg.interconnect, INTERCONNECTS)
+    if (
+        cfg.interconnect == "nvlink"
+        and GPU_PROFILES[cfg.gpu].nvlink_gbps == 0
+        and cfg.tensor_parallel_size > 1
+    ):
+        raise ConfigError(f"invalid --interconnect 'nvlink' for --gpu {cfg.gpu} (no NVLink); choose pcie")
+    _check_range("--port", cfg.port, 0, 65535)
+    _check_range("--max-num-seqs", cfg.max_num_seqs, 1)
+    _check_range("--max-num-batched-tokens", cfg.max_num_batched_tokens, 1)
+    _check_range("--max-model-len", cfg.max_model_len, 16)
+    _check_range("--block-size", cfg.block_size, 1, 1024)
+    _check_range("--kv-cache-tokens", cfg.kv_cache_tokens, 0)
+    _check_range("--gpu-memory-utilization", cfg.gpu_memory_utilization, 0.01, 1.0)
+    _check_range("--tensor-parallel-size", cfg.tensor_parallel_size, 1, 64)
+    _check_range("--model-params", cfg.model_params, 1e6, 1e13)
+    _check_range("--step-overhead-ms", cfg.step_overhead_ms, 0.0)
+    if not cfg.time_scale > 0:
+        raise ConfigError(f"invalid --time-scale {cfg.time_scale!r}; must be > 0")
+    _check_range("--eos-mean-tokens", cfg.eos_mean_tokens, 1.0)
+    _check_range("--fault-stall-ms", cfg.fault_stall_ms, 0.0)
+    for name in ("error_rate", "stall_rate", "disconnect_rate", "malformed_rate"):
+        _check_range(f"--fault-{name.replace('_', '-')}", getattr(cfg, f"fault_{name}"), 0.0, 1.0)

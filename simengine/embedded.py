@@ -1,0 +1,98 @@
+"""`EmbeddedEngine(argv)`: the simulated engine in a daemon thread of this process, on 127.0.0.1:0.
+
+Used by `loadgen --target sim`: `with EmbeddedEngine(["--max-num-seqs", "64"]) as eng: eng.base_url`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from types import TracebackType
+
+from aiohttp import web
+
+from simengine.app import build_app
+from simengine.config import SimConfig, parse_args
+
+START_TIMEOUT_S = 30.0
+
+
+class EmbeddedEngine:
+    """A simulated engine on a free loopback port, with its own event loop in a daemon thread."""
+
+    def __init__(self, argv: list[str] | None = None) -> None:
+        args = list(argv or [])
+        if "--port" not in args:
+            args += ["--port", "0"]
+        if "--host" not in args:
+            args += ["--host", "127.0.0.1"]
+        self.config: SimConfig = parse_args(args)
+        self.base_url = ""
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runner: web.AppRunner | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+
+    @property
+    def app(self) -> web.Application | None:
+        return self._runner.app if self._runner is not None else None
+
+    def start(self) -> EmbeddedEngine:
+        """Start serving; returns once the port is bound (raises what the server raised)."""
+        if self._thread is not None:
+            return self
+        self._thread = threading.Thread(target=self._thread_main, name="simengine", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(START_TIMEOUT_S):
+            raise RuntimeError("simulated engine did not start within 30 s")
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def _thread_main(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        try:
+            loop.run_until_complete(self._setup())
+        except BaseException as exc:  # handed to the starting thread
+            self._error = exc
+            self._ready.set()
+            loop.close()
+            return
+        self._ready.set()
+        loop.run_forever()
+        loop.run_until_complete(self._cleanup())
+        loop.close()
+
+    async def _setup(self) -> None:
+        cfg = self.config
+        self._runner = web.AppRunner(build_app(cfg), access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, cfg.host, cfg.port, backlog=4096)
+        await site.start()
+        host, port = self._runner.addresses[0][:2]
+        self.base_url = f"http://{host}:{port}"
+
+    async def _cleanup(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    def stop(self) -> None:
+        """Stop serving and join the thread (idempotent)."""
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return
+        if loop.is_running():
+            loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=30)
+        self._thread = None
+        self._loop = None
+
+    def __enter__(self) -> EmbeddedEngine:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()

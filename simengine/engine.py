@@ -1,0 +1,146 @@
+"""The step loop: one asyncio task runs the scheduler in real time and delivers each step's tokens.
+
+Each step starts when the previous one ends on the model's clock (back to back while there is work),
+lasts `StepModel.step_seconds(...) / time_scale`, and its tokens are delivered in one pass over the
+sequences that produced them. The gap between the modelled end of a step and the moment its tokens
+were handed to the sockets is recorded (`step_lateness_ns`): it is the simulator's own timing error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from typing import Protocol
+
+from simengine.config import SimConfig
+from simengine.request import RequestGroup, Sequence
+from simengine.scheduler import Batch, Scheduler, StepOutcome
+from simengine.virtual import build_scheduler
+
+perf_ns = time.perf_counter_ns
+BACK_TO_BACK_NS = 2_000_000  # a step that starts within 2 ms of the previous end continues its clock
+
+
+class MetricsRecorder(Protocol):
+    """A personality's metrics: fed by the step loop, rendered by `/metrics`."""
+
+    def on_step(self, step_tokens: int) -> None: ...
+
+    def on_first_token(self, seq: Sequence) -> None: ...
+
+    def on_gaps(self, gaps: dict[int, int]) -> None: ...
+
+    def on_finished(self, group: RequestGroup) -> None: ...
+
+    def render(self, sched: Scheduler) -> bytes: ...
+
+
+class Engine:
+    """Owns the scheduler and the step-loop task of one simulated engine."""
+
+    def __init__(self, cfg: SimConfig, metrics: MetricsRecorder) -> None:
+        self.cfg = cfg
+        self.scheduler = build_scheduler(cfg)
+        self.metrics = metrics
+        self.time_scale = cfg.time_scale
+        self.step_lateness_ns: deque[int] = deque(maxlen=200_000)
+        self.step_model_ns: deque[int] = deque(maxlen=200_000)
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._to_abort: list[RequestGroup] = []
+        self.in_flight = 0
+
+    async def start(self) -> None:
+        self._wake = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="simengine-step-loop")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    def submit(self, group: RequestGroup) -> None:
+        """Queue a request; its sink receives the tokens."""
+        self.in_flight += 1
+        self.scheduler.add(group)
+        self._wake.set()
+
+    def abort(self, group: RequestGroup) -> None:
+        """The client went away: stop generating for it (deferred to the end of the current pass)."""
+        if not group.aborted:
+            group.aborted = True
+            self._to_abort.append(group)
+            self._wake.set()
+
+    def _flush_aborts(self) -> None:
+        while self._to_abort:
+            group = self._to_abort.pop()
+            self.scheduler.abort(group)
+            self.metrics.on_finished(group)
+            self.in_flight -= 1
+            if group.sink is not None:
+                group.sink.on_aborted()
+
+    async def _run(self) -> None:
+        prev_end = 0
+        while True:
+            self._flush_aborts()
+            if not self.scheduler.has_work():
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            now = perf_ns()
+            batch = self.scheduler.schedule(now)
+            if batch is None:
+                self._reject_unschedulable()
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            start = prev_end if 0 <= now - prev_end < BACK_TO_BACK_NS else now
+            dur = int(batch.duration_s * 1e9 / self.time_scale)
+            end = start + dur
+            delay = end - perf_ns()
+            if delay > 0:
+                await asyncio.sleep(delay / 1e9)
+            t = perf_ns()
+            self.step_lateness_ns.append(t - end)
+            self.step_model_ns.append(dur)
+            self._deliver(batch, self.scheduler.complete(batch, t), t)
+            prev_end = end
+
+    def _reject_unschedulable(self) -> None:
+        """Nothing runs and the head of the queue cannot be admitted (too big for the cache): drop it."""
+        sched = self.scheduler
+        if sched.running or not sched.waiting:
+            return
+        group = sched.waiting[0].group
+        for seq in group.seqs:
+            seq.finish_reason = "error"
+        self.abort(group)
+        self._flush_aborts()
+
+    def _deliver(self, batch: Batch, out: StepOutcome, now_ns: int) -> None:
+        metrics = self.metrics
+        gaps: dict[int, int] = {}
+        for seq in out.emitted:
+            if seq.generated == 1:
+                metrics.on_first_token(seq)
+            else:
+                gap = seq.last_token_ns - seq.prev_token_ns
+                gaps[gap] = gaps.get(gap, 0) + 1
+            sink = seq.group.sink
+            if sink is not None and not seq.group.aborted:
+                sink.on_tokens(seq, now_ns)
+        metrics.on_gaps(gaps)
+        metrics.on_step(batch.new_tokens)
+        for group in out.finished_groups:
+            if group.aborted:
+                continue
+            metrics.on_finished(group)
+            self.in_flight -= 1
+            if group.sink is not None:
+                group.sink.on_group_done(group, now_ns)

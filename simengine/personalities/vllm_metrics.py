@@ -1,0 +1,326 @@
+"""vLLM's `/metrics`: names, types, HELP texts, labels and buckets as vLLM 0.26.0 exposes them.
+
+Pinned against tests/fixtures/golden/vllm-0.26.0/metrics_*.txt. Labels `engine="0"`, `model_name`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from simengine.promtext import Family, Histogram, Labels, render
+from simengine.request import RequestGroup, Sequence
+from simengine.scheduler import Scheduler
+
+TTFT_BUCKETS = (
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    640.0,
+    2560.0,
+)
+ITL_BUCKETS = (
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.3,
+    0.4,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+)
+LATENCY_BUCKETS = (
+    0.3,
+    0.5,
+    0.8,
+    1.0,
+    1.5,
+    2.0,
+    2.5,
+    5.0,
+    10.0,
+    15.0,
+    20.0,
+    30.0,
+    40.0,
+    50.0,
+    60.0,
+    120.0,
+    240.0,
+    480.0,
+    960.0,
+    1920.0,
+    7680.0,
+)
+ITERATION_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")
+
+
+def build_1_2_5_buckets(max_value: int) -> list[int]:
+    """1, 2, 5, 10, 20, 50, ... up to `max_value` (vLLM's token-count buckets)."""
+    out: list[int] = []
+    exp = 1
+    while True:
+        for m in (1, 2, 5):
+            if m * exp > max_value:
+                return out
+            out.append(m * exp)
+        exp *= 10
+
+
+def _c(name: str, help_text: str) -> Family:
+    return Family(name, help_text, "counter", created=True)
+
+
+def _g(name: str, help_text: str) -> Family:
+    return Family(name, help_text, "gauge", created=False)
+
+
+def _h(name: str, help_text: str, buckets: Any) -> Histogram:
+    return Histogram(name, help_text, buckets, created=True, sum_first=False)
+
+
+class VllmMetrics:
+    """Holds vLLM's metric families and updates them from engine events."""
+
+    def __init__(self, model_name: str, max_model_len: int, cache_info: dict[str, str]) -> None:
+        self.labels: Labels = (("engine", "0"), ("model_name", model_name))
+        tok = build_1_2_5_buckets(max_model_len)
+        self.running = _g("vllm:num_requests_running", "Number of requests in model execution batches.")
+        self.waiting = _g("vllm:num_requests_waiting", "Number of requests waiting to be processed.")
+        self.waiting_by_reason = _g(
+            "vllm:num_requests_waiting_by_reason",
+            "Number of waiting requests by reason. Reason labels: 'capacity' = waiting for scheduling "
+            "capacity; 'deferred' = deferred by transient constraints (LoRA budget, KV transfer, blocked "
+            "status). Sum of all reasons equals vllm:num_requests_waiting.",
+        )
+        self.kv_usage = _g("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.")
+        self.prefix_queries = _c(
+            "vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens."
+        )
+        self.prefix_hits = _c(
+            "vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens."
+        )
+        self.preemptions = _c(
+            "vllm:num_preemptions_total", "Cumulative number of preemption from the engine."
+        )
+        self.prompt_tokens = _c("vllm:prompt_tokens_total", "Number of prefill tokens processed.")
+        self.prompt_by_source = _c("vllm:prompt_tokens_by_source_total", "Number of prompt tokens by source.")
+        self.prompt_cached = _c(
+            "vllm:prompt_tokens_cached_total", "Number of cached prompt tokens (local + external)."
+        )
+        self.generation_tokens = _c("vllm:generation_tokens_total", "Number of generation tokens processed.")
+        self.success = _c("vllm:request_success_total", "Count of successfully processed requests.")
+        self.req_prompt = _h("vllm:request_prompt_tokens", "Number of prefill tokens processed.", tok)
+        self.req_gen = _h("vllm:request_generation_tokens", "Number of generation tokens processed.", tok)
+        self.iteration = _h(
+            "vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", ITERATION_BUCKETS
+        )
+        self.max_gen = _h(
+            "vllm:request_max_num_generation_tokens",
+            "Histogram of maximum number of requested generation tokens.",
+            tok,
+        )
+        self.params_n = _h(
+            "vllm:request_params_n", "Histogram of the n request parameter.", (1, 2, 5, 10, 20)
+        )
+        self.params_max_tokens = _h(
+            "vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", tok
+        )
+        self.ttft = _h(
+            "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", TTFT_BUCKETS
+        )
+        self.itl = _h(
+            "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", ITL_BUCKETS
+        )
+        self.tpot = _h(
+            "vllm:request_time_per_output_token_seconds",
+            "Histogram of time_per_output_token_seconds per request.",
+            ITL_BUCKETS,
+        )
+        self.e2e = _h(
+            "vllm:e2e_request_latency_seconds",
+            "Histogram of e2e request latency in seconds.",
+            LATENCY_BUCKETS,
+        )
+        self.queue = _h(
+            "vllm:request_queue_time_seconds",
+            "Histogram of time spent in WAITING phase for request.",
+            LATENCY_BUCKETS,
+        )
+        self.inference = _h(
+            "vllm:request_inference_time_seconds",
+            "Histogram of time spent in RUNNING phase for request.",
+            LATENCY_BUCKETS,
+        )
+        self.prefill = _h(
+            "vllm:request_prefill_time_seconds",
+            "Histogram of time spent in PREFILL phase for request.",
+            LATENCY_BUCKETS,
+        )
+        self.decode = _h(
+            "vllm:request_decode_time_seconds",
+            "Histogram of time spent in DECODE phase for request.",
+            LATENCY_BUCKETS,
+        )
+        self.kv_computed = _h(
+            "vllm:request_prefill_kv_computed_tokens",
+            "Histogram of new KV tokens computed during prefill (excluding cached tokens).",
+            tok,
+        )
+        self.cache_config = _g("vllm:cache_config_info", "Information of the LLMEngine CacheConfig")
+        self._init_series(cache_info)
+
+    def _init_series(self, cache_info: dict[str, str]) -> None:
+        lab = self.labels
+        for fam in (self.running, self.waiting, self.kv_usage):
+            fam.set(lab, 0.0)
+        for reason in ("capacity", "deferred"):
+            self.waiting_by_reason.set((*lab, ("reason", reason)), 0.0)
+        for fam in (
+            self.prefix_queries,
+            self.prefix_hits,
+            self.preemptions,
+            self.prompt_tokens,
+            self.prompt_cached,
+            self.generation_tokens,
+        ):
+            fam.inc(lab, 0.0)
+        for source in ("local_compute", "local_cache_hit", "external_kv_transfer"):
+            self.prompt_by_source.inc((*lab, ("source", source)), 0.0)
+        for reason in FINISH_REASONS:
+            self.success.inc((*lab, ("finished_reason", reason)), 0.0)
+        for hist in self.histograms:
+            hist.ensure(lab)
+        self.cache_config.set(tuple((k, v) for k, v in cache_info.items()) + (("engine", "0"),), 1.0)
+
+    @property
+    def histograms(self) -> tuple[Histogram, ...]:
+        return (
+            self.req_prompt,
+            self.req_gen,
+            self.iteration,
+            self.max_gen,
+            self.params_n,
+            self.params_max_tokens,
+            self.ttft,
+            self.itl,
+            self.tpot,
+            self.e2e,
+            self.queue,
+            self.inference,
+            self.prefill,
+            self.decode,
+            self.kv_computed,
+        )
+
+    def on_step(self, step_tokens: int) -> None:
+        self.iteration.observe(self.labels, step_tokens)
+
+    def on_first_token(self, seq: Sequence) -> None:
+        self.ttft.observe(self.labels, (seq.first_token_ns - seq.arrival_ns) / 1e9)
+
+    def on_gaps(self, gaps: dict[int, int]) -> None:
+        for gap_ns, n in gaps.items():
+            self.itl.observe(self.labels, gap_ns / 1e9, n)
+
+    def on_finished(self, group: RequestGroup) -> None:
+        lab = self.labels
+        self.params_n.observe(lab, 1)
+        self.params_max_tokens.observe(lab, group.max_tokens_param)
+        for seq in group.seqs:
+            self._on_seq_finished(seq)
+
+    def _on_seq_finished(self, seq: Sequence) -> None:
+        lab = self.labels
+        self.success.inc((*lab, ("finished_reason", seq.finish_reason or "abort")))
+        if not seq.first_token_ns:
+            return
+        self.e2e.observe(lab, (seq.last_token_ns - seq.arrival_ns) / 1e9)
+        self.queue.observe(lab, (seq.scheduled_ns - seq.arrival_ns) / 1e9)
+        self.prefill.observe(lab, (seq.first_token_ns - seq.scheduled_ns) / 1e9)
+        self.decode.observe(lab, (seq.last_token_ns - seq.first_token_ns) / 1e9)
+        self.inference.observe(lab, (seq.last_token_ns - seq.scheduled_ns) / 1e9)
+        if seq.generated > 1:
+            self.tpot.observe(lab, (seq.last_token_ns - seq.first_token_ns) / 1e9 / (seq.generated - 1))
+        self.req_prompt.observe(lab, seq.prompt_len)
+        self.req_gen.observe(lab, seq.generated)
+        self.max_gen.observe(lab, seq.max_tokens)
+        self.kv_computed.observe(lab, seq.prompt_len - seq.cached_tokens)
+
+    def render(self, sched: Scheduler) -> bytes:
+        lab = self.labels
+        c = sched.counters
+        self.running.set(lab, float(len(sched.running)))
+        self.waiting.set(lab, float(len(sched.waiting)))
+        self.waiting_by_reason.set((*lab, ("reason", "capacity")), float(len(sched.waiting)))
+        self.kv_usage.set(lab, sched.kv.usage())
+        self.prefix_queries.values[lab] = float(c.prefix_queries)
+        self.prefix_hits.values[lab] = float(c.cached_prompt_tokens)
+        self.preemptions.values[lab] = float(c.preemptions)
+        self.prompt_tokens.values[lab] = float(c.prompt_tokens)
+        self.prompt_cached.values[lab] = float(c.cached_prompt_tokens)
+        self.prompt_by_source.values[(*lab, ("source", "local_compute"))] = float(
+            c.prompt_tokens - c.cached_prompt_tokens
+        )
+        self.prompt_by_source.values[(*lab, ("source", "local_cache_hit"))] = float(c.cached_prompt_tokens)
+        self.generation_tokens.values[lab] = float(c.generation_tokens)
+        return render(
+            (
+                self.running,
+                self.waiting,
+                self.waiting_by_reason,
+                self.kv_usage,
+                self.prefix_queries,
+                self.prefix_hits,
+                self.preemptions,
+                self.prompt_tokens,
+                self.prompt_by_source,
+                self.prompt_cached,
+                self.generation_tokens,
+                self.success,
+                self.req_prompt,
+                self.req_gen,
+                self.iteration,
+                self.max_gen,
+                self.params_n,
+                self.params_max_tokens,
+                self.ttft,
+                self.itl,
+                self.tpot,
+                self.e2e,
+                self.queue,
+                self.inference,
+                self.prefill,
+                self.decode,
+                self.kv_computed,
+                self.cache_config,
+            )
+        )
