@@ -61,6 +61,9 @@ def latency_vs_load(series: list[Series], path: Path, objective: Objective | Non
                             label=f"{s.label} {stat}")
         if objective is not None and objective.summary_key == key:
             ax.axhline(objective.limit_s, color="red", linestyle="--", label=f"SLA: {objective.label}")
+        loads = [p.load for s in series for p in s.points() if p.load > 0]
+        if loads and max(loads) / min(loads) >= 8:
+            ax.set_xscale("log", base=2)
         ax.set_title(f"{title} percentiles vs {kind}")
         ax.set_xlabel(LOAD_AXIS.get(kind, kind))
         ax.set_ylabel(f"{title} (s)")

@@ -1,0 +1,82 @@
+"""Reports from stored runs: charts exist, the results table matches the summaries, facts are computed."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from loadgen.experiments.costs import cost_per_million_tokens, max_num_seqs_advice
+from loadgen.experiments.report import ReportOptions, write_report
+from loadgen.experiments.slo import parse_objective
+from loadgen.results import load_run, write_json
+
+
+def _store(root: Path, run_id: str, engine: str, conc: int, rps: float, p99: float) -> None:
+    summary = {"run_id": run_id, "engine": engine, "target": engine, "max_concurrency": conc,
+               "asked_rate": "inf", "started_at": "2026-11-29T19:00:00Z", "ended_at": "2026-11-29T19:01:00Z",
+               "request_throughput": rps, "output_token_throughput": rps * 64,
+               "total_token_throughput": rps * 128,
+               "goodput": rps, "error_rate": 0.0, "requests": {"failed": 0}, "partial": False,
+               "ttft_s": {"p50": p99 / 4, "p90": p99 / 3, "p99": p99 / 2},
+               "tpot_s": {"p50": 0.01, "p90": 0.012, "p99": 0.015},
+               "e2e_s": {"p50": p99 / 2, "p90": p99 * 0.8, "p99": p99}}
+    manifest = {"run_id": run_id,
+                "engine": {"engine": engine, "version": "1.0", "params": {"max_num_seqs": 8}},
+                "config": {"input_len": "fixed:64", "output_len": "fixed:64", "num_prompts": 32, "seed": 42},
+                "workload": {"fingerprint": "f"}, "cache": {"flushed": True, "method": "restart"},
+                "experiment": {"engine": engine, "workload": "short", "phase": "baseline"}}
+    write_json(root / run_id / "summary.json", summary)
+    write_json(root / run_id / "manifest.json", manifest)
+    # TTFT = first - sent; TPOT = (last - first) / (tokens - 1)
+    lines = [{"outcome": "ok", "warmup": False, "sent_ns": 0, "first_ns": int(0.05e9 + i * 1e6),
+              "last_ns": int(0.05e9 + i * 1e6 + 63 * 10e6), "output_tokens": 64} for i in range(20)]
+    (root / run_id / "requests.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+
+
+@pytest.fixture
+def runs(tmp_path: Path) -> list:
+    curve = [(1, 1.0, 1.0), (4, 4.0, 1.0), (8, 8.0, 1.0), (16, 8.0, 2.0), (32, 8.0, 4.0)]  # cap at 8
+    for engine in ("vllm", "sglang"):
+        for conc, rps, p99 in curve:
+            _store(tmp_path, f"{engine}-{conc}", engine, conc, rps, p99)
+    return [load_run(tmp_path, f"{e}-{c}") for e in ("vllm", "sglang") for c, _, _ in curve]
+
+
+def test_report_files_tables_and_facts(runs, tmp_path):
+    out = tmp_path / "report"
+    options = ReportOptions(title="t", purpose="compare", experiment_ids=("exp-1",),
+                            objective=parse_objective("e2e_p99=1500ms"), cost_per_hour=20.0)
+    text = write_report(runs, out, options).read_text()
+    for png in ("throughput_vs_p99.png", "latency_vs_load.png", "ttft_tpot_distribution.png"):
+        data = (out / png).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n"
+        assert len(data) > 10_000
+        assert f"]({png})" in text
+    headings = ("## Environment", "## Parameters", "## Results", "## Charts", "## Facts for the conclusion")
+    for heading in headings:
+        assert heading in text
+    rows = list(csv.DictReader((out / "results.csv").open()))
+    assert len(rows) == len(runs)
+    by_id = {r["run_id"]: r for r in rows}
+    for record in runs:
+        row = by_id[record.run_id]
+        assert row["req/s"] == f"{record.summary['request_throughput']:.2f}"
+        assert row["output tok/s"] == f"{record.summary['output_token_throughput']:.1f}"
+        assert f"| {record.run_id} |" in text
+    assert "Knee: concurrency 8" in text
+    # SLA 1.5 s lies halfway between c=8 (1 s) and c=16 (2 s): concurrency 12, 8 req/s = 512 tok/s
+    assert "512.0 output tok/s, 8.00 req/s at concurrency 12 (interpolated)" in text
+    # advice: floor(12 x 0.8) = 9; cost at 512 tok/s: 20 / 3600 x 1e6 / 512 = 10.851
+    assert "max_num_seqs <= 9" in text
+    assert "10.851" in text
+
+
+def test_cost_formula_matches_the_seed():
+    # the seed's example: 20 per hour at 2000 tok/s = 2.78 per million tokens
+    assert cost_per_million_tokens(20, 2000) == pytest.approx(2.7778, abs=1e-4)
+    assert cost_per_million_tokens(20, 0) is None
+    assert max_num_seqs_advice(64) == 51
+    assert max_num_seqs_advice(None) is None
