@@ -1,4 +1,4 @@
-"""Engine collector: `infergauge_engine_info{engine,version,model,<neutral params>} 1`, `infergauge_engine_up`."""
+"""Engine collector: `infergauge_engine_info{engine,version,model,<neutral params>} 1` and `_up`."""
 
 from __future__ import annotations
 
