@@ -75,6 +75,7 @@ class EngineInspector:
         read_procs: Callable[[], list[ProcInfo]] = read_processes,
         read_env: Callable[[int], dict[str, str]] = relevant_env,
         ask_interpreter: Callable[[int, str], str | None] = version_from_interpreter,
+        poll: Callable[[str, float, str | None], EngineHttpFacts] = poll_engine,
     ) -> None:
         self.engine_urls = list(engine_urls or [])
         self.discover = discover
@@ -86,6 +87,7 @@ class EngineInspector:
         self.read_procs = read_procs
         self.read_env = read_env
         self.ask_interpreter = ask_interpreter
+        self.poll = poll
         self._lock = threading.Lock()
         self._cached: tuple[float, list[EngineReport]] | None = None
         self._versions: dict[tuple[int, str], str | None] = {}
@@ -106,9 +108,9 @@ class EngineInspector:
         reports: list[EngineReport] = []
         for url in urls:
             proc = by_port.pop(urlsplit(url).port or -1, None)
-            reports.append(self._report(proc, poll_engine(url, self.http_timeout_s, self.api_key)))
+            reports.append(self._report(proc, self.poll(url, self.http_timeout_s, self.api_key)))
         for proc in by_port.values():
-            reports.append(self._report(proc, poll_engine(proc.base_url, self.http_timeout_s, self.api_key)))
+            reports.append(self._report(proc, self.poll(proc.base_url, self.http_timeout_s, self.api_key)))
         return reports
 
     def _report(self, proc: EngineProcess | None, http: EngineHttpFacts) -> EngineReport:

@@ -1,0 +1,181 @@
+"""GPU collector against an injected fake NVML: names, labels, units, per-field fallback, lost GPUs."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry
+
+from exporter.collectors.base import CollectorSet
+from exporter.collectors.gpu import GpuCollector
+from exporter.fake_nvml import DRIVER_NOT_LOADED, FakeGpu, FakeNvml
+from exporter.gpu_sampler import GpuSampler
+from exporter.nvml import NvmlSession
+
+MIB = 2**20
+
+
+def registry_for(nvml: FakeNvml, *, sampler: bool = False) -> tuple[CollectorRegistry, GpuSampler | None]:
+    session = NvmlSession(nvml)
+    gpu_sampler = GpuSampler(session, interval_s=0) if sampler else None
+    registry = CollectorRegistry(auto_describe=False)
+    collector = GpuCollector(
+        session, sampler=gpu_sampler, hostname="node-a", name_of_pid=lambda pid: f"proc{pid}"
+    )
+    registry.register(CollectorSet([collector]))
+    return registry, gpu_sampler
+
+
+def dcgm_labels(index: int) -> dict[str, str]:
+    gpu = FakeGpu(index)
+    return {
+        "gpu": str(index),
+        "UUID": gpu.uuid,
+        "device": f"nvidia{index}",
+        "modelName": "NVIDIA H200",
+        "Hostname": "node-a",
+        "pci_bus_id": gpu.bus_id,
+        "DCGM_FI_DRIVER_VERSION": "580.159.04",
+    }
+
+
+def own_labels(index: int) -> dict[str, str]:
+    labels = dcgm_labels(index)
+    del labels["modelName"], labels["DCGM_FI_DRIVER_VERSION"]
+    return labels
+
+
+def test_dcgm_fields_have_dcgm_names_labels_and_units() -> None:
+    registry, _ = registry_for(FakeNvml(1))
+    value = lambda name: registry.get_sample_value(name, dcgm_labels(0))  # noqa: E731
+    assert value("DCGM_FI_DEV_FB_USED") == 72177  # MiB, from 72177 * 2**20 bytes
+    assert value("DCGM_FI_DEV_FB_RESERVED") == 555
+    # free = total - used - reserved = 143771 - 72177 - 555 MiB
+    assert value("DCGM_FI_DEV_FB_FREE") == 143771 - 72177 - 555
+    assert value("DCGM_FI_DEV_POWER_USAGE") == 127.37  # W, from 127370 mW
+    assert value("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION") == 123_456_789  # mJ, untouched
+    assert value("DCGM_FI_DEV_GPU_UTIL") == 9
+    assert value("DCGM_FI_DEV_MEM_COPY_UTIL") == 3
+    assert value("DCGM_FI_DEV_SM_CLOCK") == 1980
+    assert value("DCGM_FI_DEV_MEM_CLOCK") == 3201
+    assert value("DCGM_FI_DEV_GPU_TEMP") == 39
+    assert value("DCGM_FI_DEV_MEMORY_TEMP") == 45.0
+    assert value("DCGM_FI_DEV_PCIE_REPLAY_COUNTER") == 0
+    assert value("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS") == 0
+    assert registry.get_sample_value("infergauge_collector_success", {"collector": "gpu"}) == 1
+
+
+def test_clock_event_reasons_one_series_per_reason() -> None:
+    nvml = FakeNvml([FakeGpu(0, clock_reasons=0x4 | 0x40)])  # power cap + HW thermal slowdown
+    registry, _ = registry_for(nvml)
+    active = {
+        reason: registry.get_sample_value(
+            "infergauge_gpu_clock_event_active", {**own_labels(0), "reason": reason}
+        )
+        for reason in ("gpu_idle", "sw_power_cap", "hw_thermal_slowdown", "hw_slowdown")
+    }
+    assert active == {"gpu_idle": 0.0, "sw_power_cap": 1.0, "hw_thermal_slowdown": 1.0, "hw_slowdown": 0.0}
+
+
+def test_deprecated_throttle_reasons_function_is_the_fallback() -> None:
+    nvml = FakeNvml([FakeGpu(0, clock_reasons=0x1)], missing={"nvmlDeviceGetCurrentClocksEventReasons"})
+    registry, _ = registry_for(nvml)
+    labels = {**own_labels(0), "reason": "gpu_idle"}
+    assert registry.get_sample_value("infergauge_gpu_clock_event_active", labels) == 1.0
+
+
+def test_process_memory_per_pid() -> None:
+    nvml = FakeNvml([FakeGpu(0, processes=[(736, 5 * MIB), (900, 7 * MIB)])])
+    registry, _ = registry_for(nvml)
+    got = registry.get_sample_value(
+        "infergauge_gpu_process_memory_bytes", {**own_labels(0), "pid": "900", "process": "proc900"}
+    )
+    assert got == 7 * MIB
+
+
+def test_unsupported_and_missing_functions_drop_only_their_fields() -> None:
+    nvml = FakeNvml(
+        1,
+        unsupported={"nvmlDeviceGetPowerUsage", "nvmlDeviceGetFieldValues"},
+        missing={"nvmlDeviceGetRemappedRows", "nvmlGpmQueryDeviceSupport"},
+    )
+    registry, _ = registry_for(nvml)
+    labels = dcgm_labels(0)
+    assert registry.get_sample_value("DCGM_FI_DEV_POWER_USAGE", labels) is None
+    assert registry.get_sample_value("DCGM_FI_DEV_MEMORY_TEMP", labels) is None
+    assert registry.get_sample_value("DCGM_FI_DEV_ROW_REMAP_FAILURE", labels) is None
+    assert registry.get_sample_value("DCGM_FI_DEV_GPU_TEMP", labels) == 39
+    assert registry.get_sample_value("infergauge_collector_success", {"collector": "gpu"}) == 1
+
+
+def test_old_driver_without_memory_v2_still_reports_used_and_free() -> None:
+    class OldNvml(FakeNvml):
+        def nvmlDeviceGetMemoryInfo(self, h: FakeGpu, version: int | None = None) -> object:
+            if version is not None:
+                raise self.NVMLError(3)
+            return super().nvmlDeviceGetMemoryInfo(h)
+
+    registry, _ = registry_for(OldNvml(1))
+    assert registry.get_sample_value("DCGM_FI_DEV_FB_USED", dcgm_labels(0)) == 72177
+    assert registry.get_sample_value("DCGM_FI_DEV_FB_RESERVED", dcgm_labels(0)) is None
+
+
+def test_lost_gpu_drops_only_its_series() -> None:
+    registry, _ = registry_for(FakeNvml(3, lost={1}))
+    assert registry.get_sample_value("DCGM_FI_DEV_GPU_TEMP", dcgm_labels(0)) == 39
+    assert registry.get_sample_value("DCGM_FI_DEV_GPU_TEMP", dcgm_labels(2)) == 39
+    assert registry.get_sample_value("DCGM_FI_DEV_GPU_TEMP", dcgm_labels(1)) is None
+    assert registry.get_sample_value("infergauge_gpu_up", {"gpu": "1", "Hostname": "node-a"}) == 0
+    assert registry.get_sample_value("infergauge_gpu_up", {"gpu": "2", "Hostname": "node-a"}) == 1
+    assert registry.get_sample_value("infergauge_collector_success", {"collector": "gpu"}) == 0
+
+
+def test_no_nvml_is_a_failed_collector_not_a_failed_scrape() -> None:
+    registry, _ = registry_for(FakeNvml(1, init_error=DRIVER_NOT_LOADED))
+    assert registry.get_sample_value("infergauge_collector_success", {"collector": "gpu"}) == 0
+    assert registry.get_sample_value("infergauge_collector_duration_seconds", {"collector": "gpu"}) >= 0
+    assert registry.get_sample_value("DCGM_FI_DEV_GPU_TEMP", dcgm_labels(0)) is None
+
+
+def test_topology_pairs_over_nvlink_switch_and_pcie() -> None:
+    registry, _ = registry_for(FakeNvml(2, nvlink=True))
+    # Through an NVSwitch every active link (18 on the fake) counts, as nvidia-smi topo -m prints NV18.
+    assert (
+        registry.get_sample_value(
+            "infergauge_gpu_topology_info", {"gpu": "0", "peer": "1", "link": "NV18", "Hostname": "node-a"}
+        )
+        == 1
+    )
+    registry, _ = registry_for(FakeNvml(2, nvlink=False))
+    assert (
+        registry.get_sample_value(
+            "infergauge_gpu_topology_info", {"gpu": "1", "peer": "0", "link": "PHB", "Hostname": "node-a"}
+        )
+        == 1
+    )
+
+
+def test_sampler_peaks_gpm_and_xid() -> None:
+    nvml = FakeNvml(2, xid_events=[(1, 79)])
+    registry, sampler = registry_for(nvml, sampler=True)
+    assert sampler is not None
+    sampler.tick()
+    nvml.gpus[0].power_mw = 650_000  # a spike the sampler sees between scrapes
+    sampler.tick()
+    nvml.gpus[0].power_mw = 200_000  # back down when the scrape reads the current value
+    labels = own_labels(0)
+    assert registry.get_sample_value("infergauge_gpu_power_usage_peak_watts", labels) == 650.0
+    assert registry.get_sample_value("DCGM_FI_DEV_POWER_USAGE", dcgm_labels(0)) == 200.0
+    # GPM: NVML percent -> DCGM ratio (42 % -> 0.42)
+    assert registry.get_sample_value("DCGM_FI_PROF_GR_ENGINE_ACTIVE", dcgm_labels(0)) == 0.42
+    assert registry.get_sample_value("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", dcgm_labels(0)) == 0.125
+    assert registry.get_sample_value("DCGM_FI_DEV_XID_ERRORS", dcgm_labels(1)) == 79
+    assert registry.get_sample_value("DCGM_FI_DEV_XID_ERRORS", dcgm_labels(0)) == 0
+    # the peak window was reset by the scrape above: now only the current reading remains
+    assert registry.get_sample_value("infergauge_gpu_power_usage_peak_watts", labels) == 200.0
+
+
+def test_registering_never_touches_nvml() -> None:
+    fresh = FakeNvml(1)
+    session = NvmlSession(fresh)
+    # even a registry that describes collectors on register (like the default one) does not scrape
+    CollectorRegistry(auto_describe=True).register(CollectorSet([GpuCollector(session, hostname="h")]))
+    assert fresh.calls == 0
