@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from loadgen.experiments.slo import SloError, parse_objective
+from loadgen.experiments.slo import Objective, SloError, parse_objective
 
 
 def _collect(ids: tuple[str, ...], results_dir: str) -> tuple[list, list[str], str]:
@@ -25,6 +25,14 @@ def _collect(ids: tuple[str, ...], results_dir: str) -> tuple[list, list[str], s
         else:
             records.append(load_run(results_dir, item))
     return records, experiments, "; ".join(p for p in purposes if p)
+
+
+def _recorded_objective(records: list) -> Objective | None:
+    """The first objective an experiment plan recorded in its runs' manifests, if any."""
+    for record in records:
+        for spec in (record.manifest.get("experiment") or {}).get("slo") or []:
+            return parse_objective(spec)
+    return None
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -55,6 +63,8 @@ def report(ids: tuple[str, ...], results_dir: str, out_dir: str | None, slo: str
     if not records:
         click.echo(f"Error: no finished runs in {', '.join(ids)}", err=True)
         sys.exit(2)
+    if objective is None:
+        objective = _recorded_objective(records)
     out = Path(out_dir) if out_dir else Path(results_dir) / "reports" / ids[0]
     options = ReportOptions(title=title or ", ".join(ids), purpose=purpose or found_purpose,
                             experiment_ids=tuple(experiments), objective=objective,

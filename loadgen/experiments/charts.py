@@ -95,7 +95,8 @@ def distributions(series: list[Series], path: Path, objective: Objective | None)
         ax.set_xlabel(unit)
         ax.set_ylabel("requests")
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
     return _finish(fig, path)
 
 

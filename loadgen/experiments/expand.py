@@ -8,6 +8,7 @@ from typing import Any
 
 from loadgen.config import ConfigError, RunConfig
 from loadgen.experiments.plantypes import EngineSpec, PhaseSpec, Plan
+from loadgen.experiments.slo import parse_objective
 
 # Experiments default to no linger between runs (set `defaults: {linger: 15s}` when Prometheus
 # must scrape each run's last values).
@@ -56,6 +57,16 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def slo_settings(plan: Plan) -> dict[str, Any]:
+    """The plan's objectives as the runs' per-request goodput SLO (`e2e_p99=500ms` -> e2e_s 0.5)."""
+    slo = {}
+    for spec in plan.slo:
+        objective = parse_objective(spec)
+        if objective.metric in ("ttft", "tpot", "e2e"):
+            slo[objective.summary_key] = objective.limit_s
+    return {"slo": slo} if slo else {}
+
+
 def expand(plan: Plan) -> list[RunSpec]:
     """Every run of the plan in execution order."""
     runs = []
@@ -64,8 +75,8 @@ def expand(plan: Plan) -> list[RunSpec]:
             engine = plan.engines[engine_name]
             for label, params in variants(engine, phase):
                 for workload in phase.workloads:
-                    settings = {**EXPERIMENT_DEFAULTS, **plan.settings, **plan.workloads[workload],
-                                **phase.settings}
+                    settings = {**EXPERIMENT_DEFAULTS, **slo_settings(plan), **plan.settings,
+                                **plan.workloads[workload], **phase.settings}
                     for rep in range(1, phase.repetitions + 1):
                         for load in phase.loads:
                             key = (f"{phase.name}/{engine_name}/{label}/{workload}/"

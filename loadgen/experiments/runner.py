@@ -17,6 +17,7 @@ from typing import Any
 
 import aiohttp
 
+from exporter.engine_params import parse_cmdline, to_neutral
 from exporter.redact import redact_argv
 from loadgen.config import ConfigError, RunConfig
 from loadgen.experiments.expand import RunSpec, build_config, expand
@@ -55,6 +56,19 @@ def flush_external(target: str, base_url: str) -> dict[str, Any]:
             result = await get_target(target).flush_cache(session, base_url)
         return {"flushed": result.ok, "method": result.method, "detail": result.detail}
     return asyncio.run(_flush())
+
+
+def launched_engine_facts(argv: list[str], target: str) -> dict[str, Any]:
+    """The redacted launch command and the neutral params read from it, for the manifest's `engine`
+    section; they become `params` for vLLM, which does not report its flags over HTTP (SGLang's
+    /get_server_info gives the effective values, which the run records itself)."""
+    family, args = parse_cmdline(argv)
+    facts: dict[str, Any] = {"launch_command": redact_argv(argv)}
+    if family is not None:
+        facts["launch_params"] = dict(to_neutral(family, args))
+        if target == "vllm":
+            facts["params"] = facts["launch_params"]
+    return facts
 
 
 class ExperimentRunner:
@@ -139,10 +153,14 @@ class ExperimentRunner:
         return cache
 
     def _execute(self, spec: RunSpec, engine: EngineSpec, base_url: str, cache: dict[str, Any]) -> None:
-        experiment = {"id": self.state.experiment_id, "name": self.plan.name, "key": spec.key, **spec.point()}
+        experiment = {"id": self.state.experiment_id, "name": self.plan.name, "key": spec.key,
+                      "slo": list(self.plan.slo), **spec.point()}
+        extra: dict[str, Any] = {"cache": cache, "experiment": experiment}
+        if self.active is not None and self.active.engine is not None and engine.kind == "launch":
+            extra["engine"] = launched_engine_facts(self.active.engine.argv, engine.target)
         config = build_config(spec, target=engine.target, base_url=base_url,
                               results_dir=self.plan.results_dir, experiment_id=self.state.experiment_id,
-                              extra_manifest={"cache": cache, "experiment": experiment})
+                              extra_manifest=extra)
         self.log(f"run {spec.key}")
         try:
             result = self.run_fn(config)

@@ -47,11 +47,11 @@ def run_load(record: RunRecord, kind: str) -> float:
 
 
 def series_label(record: RunRecord) -> str:
-    """Engine (plan engine name, else engine/target), variant and workload."""
+    """Phase, engine (plan engine name, else engine/target), variant and workload."""
     exp = record.manifest.get("experiment") or {}
     engine = exp.get("engine") or (record.manifest.get("engine") or {}).get("engine") \
         or record.summary.get("engine") or record.summary.get("target") or "engine"
-    parts = [str(engine)]
+    parts = [f"{exp['phase']}: {engine}" if exp.get("phase") else str(engine)]
     if exp.get("variant") not in (None, "default", "base"):
         parts.append(str(exp["variant"]))
     workload = exp.get("workload") or record.summary.get("scenario")
