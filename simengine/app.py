@@ -51,6 +51,8 @@ def build_app(config: SimConfig) -> web.Application:
     personality = personality_cls(state)
     add_openai_routes(app, personality)
     personality.add_routes(app)
+    app.router.add_get("/sim/stats", _sim_stats)
+    app.router.add_post("/sim/stats/reset", _sim_stats_reset)
     app.on_startup.append(_on_startup)
     app.on_cleanup.append(_on_cleanup)
     return app
@@ -68,3 +70,41 @@ async def _on_cleanup(app: web.Application) -> None:
     await state.engine.stop()
     if state.ground_truth is not None:
         state.ground_truth.close()
+
+
+def _percentile(sorted_values: list[int], q: float) -> float:
+    if not sorted_values:
+        return 0.0
+    return float(sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))])
+
+
+async def _sim_stats(request: web.Request) -> web.Response:
+    """Simulator-only: step timing error and load, for benchmarks and tests (not an engine endpoint)."""
+    engine = request.app[STATE].engine
+    late = sorted(engine.step_lateness_ns)
+    sched = engine.scheduler
+    body = {
+        "steps": len(late),
+        "step_lateness_ms": {
+            "p50": _percentile(late, 0.50) / 1e6,
+            "p99": _percentile(late, 0.99) / 1e6,
+            "max": (late[-1] / 1e6) if late else 0.0,
+        },
+        "step_model_ms_mean": (sum(engine.step_model_ns) / len(engine.step_model_ns) / 1e6)
+        if engine.step_model_ns
+        else 0.0,
+        "generation_tokens": sched.counters.generation_tokens,
+        "preemptions": sched.counters.preemptions,
+        "running": len(sched.running),
+        "waiting": len(sched.waiting),
+        "in_flight": engine.in_flight,
+        "kv_cache_usage": sched.kv.usage(),
+    }
+    return web.json_response(body)
+
+
+async def _sim_stats_reset(request: web.Request) -> web.Response:
+    engine = request.app[STATE].engine
+    engine.step_lateness_ns.clear()
+    engine.step_model_ns.clear()
+    return web.Response(status=204)

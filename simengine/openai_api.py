@@ -210,7 +210,7 @@ async def _stream(
         req.continuous_usage,
     )
     done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    stamps = state.ground_truth.new_stamps() if state.ground_truth else SendStamps()
+    stamps = state.ground_truth.new_stamps() if state.ground_truth else None
     sink = StreamSink(
         transport,
         writer,
@@ -218,6 +218,7 @@ async def _stream(
         continuous_usage=req.continuous_usage,
         done=done,
         stamps=stamps,
+        single=len(group.seqs) == 1,
         on_disconnect=state.engine.abort,
         faults=faults,
         stall_s=state.cfg.fault_stall_ms / 1e3,
@@ -226,7 +227,8 @@ async def _stream(
     await _wait(state, group, done)
     if not sink.closed and not transport.is_closing():
         await resp.write_eof()
-    _record_truth(state, group, stamps)
+    if stamps is not None:
+        _record_truth(state, group, stamps)
     return resp
 
 

@@ -46,6 +46,7 @@ class Sequence:
         "token_ns",
         "preemptions",
         "computed_prompt_tokens",
+        "kv_cap",
     )
 
     def __init__(
@@ -82,6 +83,7 @@ class Sequence:
         self.token_ns: list[int] | None = None
         self.preemptions = 0
         self.computed_prompt_tokens = 0
+        self.kv_cap = 0  # tokens the KV blocks it holds can store
 
     @property
     def context_len(self) -> int:

@@ -112,13 +112,18 @@ class Scheduler:
 
     def _schedule_running(self, batch: Batch, budget: int) -> int:
         i = 0
-        while i < len(self.running) and budget > 0:
-            seq = self.running[i]
-            if seq.num_computed >= seq.prefill_len:  # decoding: one token, needs a slot for it
-                need = self.max_blocks_for(seq.context_len + 1) - seq.private_blocks - len(seq.shared_hashes)
-                if need > 0 and not self._grow_or_preempt(seq, need):
+        running = self.running
+        items = batch.items
+        while i < len(running) and budget > 0:
+            seq = running[i]
+            if seq.num_computed >= seq.prefill_len:  # decoding: one token, needs a KV slot for it
+                ctx = seq.prompt_len + seq.generated
+                if ctx >= seq.kv_cap and not self._grow_or_preempt(seq, 1):
                     continue  # seq itself was preempted; the list shifted
-                self._add_item(batch, seq, 1, seq.context_len)
+                items.append((seq, 1))
+                batch.new_tokens += 1
+                batch.context_tokens += ctx
+                batch.attended += ctx + 1
                 budget -= 1
             else:
                 chunk = min(seq.prefill_len - seq.num_computed, budget)
@@ -133,11 +138,13 @@ class Scheduler:
             self._preempt(victim)
             if victim is seq:
                 return False
+        seq.kv_cap += need * self.block_size
         return True
 
     def _preempt(self, seq: Sequence) -> None:
         self.running.remove(seq)
         self.kv.free(seq)
+        seq.kv_cap = 0
         seq.state = WAITING
         seq.num_computed = 0
         seq.prefill_len = seq.context_len  # recompute prompt + generated tokens
@@ -158,6 +165,7 @@ class Scheduler:
             if not self.kv.allocate(seq, seq.hashes, hits, new_blocks):
                 return  # KV cache full: wait for running sequences to finish
             self.waiting.popleft()
+            seq.kv_cap = (hits + new_blocks) * self.block_size
             self._start(seq, hits * self.block_size, now_ns)
             chunk = remaining if not self.chunked_prefill else min(remaining, budget)
             self._add_item(batch, seq, chunk, seq.num_computed)

@@ -61,7 +61,8 @@ class StreamSink:
         include_usage: bool,
         continuous_usage: bool,
         done: asyncio.Future[None],
-        stamps: SendStamps,
+        stamps: SendStamps | None,
+        single: bool,
         on_disconnect: Callable[[RequestGroup], None],
         faults: RequestFaults = NO_FAULTS,
         stall_s: float = 0.0,
@@ -79,8 +80,30 @@ class StreamSink:
         self.held_tokens = 0
         self.finish_after_release: RequestGroup | None = None
         self.closed = False
+        # fast path: one sequence, no faults, no per-chunk usage -> precomputed head and tail bytes
+        self.fast = single and not continuous_usage and not faults.any_stream_fault
+        self.fast_head = writer.head + b"0" + writer.style.text_open
+        self.fast_tail = writer.style.text_close + writer.null_tail + writer.style.close_plain
 
     def on_tokens(self, seq: Sequence, now_ns: int) -> None:
+        """Write the SSE events for the tokens `seq` got in this step (normally exactly one)."""
+        pos = seq.generated
+        if self.fast and seq.emitted == pos - 1 and pos > 1 and seq.state != FINISHED and self.held is None:
+            seq.emitted = pos
+            data = (
+                self.fast_head + OUTPUT_PIECES_JSON[(seq.out_seed + pos * 7919) % _N_PIECES] + self.fast_tail
+            )
+            transport = self.transport
+            if self.closed or transport.is_closing():
+                self._send(data, 1, seq.group)  # handles the disconnect
+                return
+            transport.write(b"%x\r\n%b\r\n" % (len(data), data))
+            if self.stamps is not None:
+                self.stamps.stamp(perf_ns(), wall_ns(), 1)
+            return
+        self._on_tokens_general(seq)
+
+    def _on_tokens_general(self, seq: Sequence) -> None:
         w = self.writer
         frames: list[bytes] = []
         if seq.emitted == 0 and (role := w.role(seq.index)):
@@ -141,7 +164,7 @@ class StreamSink:
                 self.on_disconnect(group)
             return
         transport.write(b"%x\r\n%b\r\n" % (len(data), data))
-        if tokens:
+        if tokens and self.stamps is not None:
             self.stamps.stamp(perf_ns(), wall_ns(), tokens)
 
     def on_group_done(self, group: RequestGroup, now_ns: int) -> None:

@@ -1,0 +1,1 @@
+"""Package data of the simulated engine (SGLang server-argument defaults)."""
