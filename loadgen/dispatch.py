@@ -44,6 +44,7 @@ class Dispatcher:
     in_flight: set[asyncio.Task[RequestRecord]] = field(default_factory=set)
     records: list[RequestRecord] = field(default_factory=list)
     by_task: dict[asyncio.Task[RequestRecord], RequestRecord] = field(default_factory=dict)
+    active: int = 0  # requests between send and completion (the in_flight set lags by a callback)
     peak_in_flight: int = 0
 
     def __post_init__(self) -> None:
@@ -54,6 +55,7 @@ class Dispatcher:
         try:
             return await send_request(self.session, self.url_of(path), body, headers, record)
         finally:
+            self.active -= 1
             if self._slots is not None:
                 self._slots.release()
 
@@ -74,7 +76,8 @@ class Dispatcher:
         self.by_task[task] = record
         self.records.append(record)
         self.in_flight.add(task)
-        self.peak_in_flight = max(self.peak_in_flight, len(self.in_flight))
+        self.active += 1
+        self.peak_in_flight = max(self.peak_in_flight, self.active)
         task.add_done_callback(self._finished)
         return True
 

@@ -105,7 +105,7 @@ class Run:
         met = bool(self.config.slo) and meets_slo(record, self.config.slo)
         if self.metrics is not None:
             self.metrics.observe(record, met)
-            self.metrics.in_flight.set(len(self.dispatcher.in_flight) if self.dispatcher else 0)
+            self.metrics.in_flight.set(self.dispatcher.active if self.dispatcher else 0)
         if record.warmup or record.outcome == "cancelled":
             return
         self.finished += 1
@@ -134,7 +134,7 @@ class Run:
             if self.metrics is not None:
                 self.metrics.loop_lag.set(lag)
             if d is not None:
-                self.progress.update(Counts(self.finished, total, len(d.in_flight), self.failed))
+                self.progress.update(Counts(self.finished, total, d.active, self.failed))
 
     async def dispatch(
         self, target: Target, workload: Any, model: str, schedule: list[int]

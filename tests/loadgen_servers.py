@@ -173,7 +173,7 @@ def golden_replay_app(
 @contextlib.asynccontextmanager
 async def serve(app: web.Application) -> AsyncIterator[str]:
     """Run `app` on 127.0.0.1, port chosen by the OS; yields the base URL."""
-    runner = web.AppRunner(app, access_log=None)
+    runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=1.0)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
