@@ -21,6 +21,7 @@ from exporter.collectors.engine import EngineCollector
 from exporter.collectors.gpu import GpuCollector
 from exporter.collectors.host import HostCollector
 from exporter.engines import EngineInspector
+from exporter.gpu_facts import first_gpu_hint
 from exporter.gpu_sampler import GpuSampler
 from exporter.manifest import ManifestBuilder
 from exporter.nvml import NvmlSession
@@ -77,6 +78,8 @@ class Exporter:
             collectors.append(EngineCollector(self.inspector))
         if "host" in wanted:
             collectors.append(HostCollector())
+        if self.inspector is not None and self.session is not None:
+            self.inspector.gpu_memory_bytes, self.inspector.gpu_name = first_gpu_hint(self.session)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(CollectorSet(collectors))
         self.manifest = ManifestBuilder(self.session, self.inspector, sampler=self.sampler)

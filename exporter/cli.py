@@ -26,32 +26,44 @@ def _validate_url(_ctx: click.Context, _param: click.Parameter, values: tuple[st
     return list(values)
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": ENV_PREFIX})
-@click.option("--port", type=click.IntRange(0, 65535), default=9402, show_default=True, help="Listen port.")
-@click.option("--host", "listen_host", default="0.0.0.0", show_default=True, help="Listen address.")
+def _env(name: str) -> str:
+    return f"{ENV_PREFIX}_{name}"
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
+@click.option("--port", envvar=_env("PORT"), type=click.IntRange(0, 65535), default=9402, help="Listen port.")
+@click.option("--host", "listen_host", envvar=_env("HOST"), default="0.0.0.0", help="Listen address.")
 @click.option(
     "--engine-url",
+    envvar=_env("ENGINE_URL"),
     multiple=True,
     callback=_validate_url,
-    help="Engine base URL to poll (repeatable), e.g. http://127.0.0.1:8000.",
+    help="Engine base URL to poll (repeatable; space-separated in the env), e.g. http://127.0.0.1:8000.",
 )
-@click.option("--engine-api-key", default=None, help="Bearer token for the engine's API (never logged).")
+@click.option(
+    "--engine-api-key",
+    envvar=_env("ENGINE_API_KEY"),
+    default=None,
+    show_default=False,
+    help="Bearer token for the engine's API (never logged or exported).",
+)
 @click.option(
     "--discover/--no-discover",
+    envvar=_env("DISCOVER"),
     default=True,
-    show_default=True,
     help="Find vLLM/SGLang/simulated engine processes on this host.",
 )
 @click.option(
     "--sample-interval",
+    envvar=_env("SAMPLE_INTERVAL"),
     type=click.FloatRange(0, 60),
     default=1.0,
-    show_default=True,
     help="Seconds between background samples of power/utilization peaks and GPM (0 = off).",
 )
 @click.option(
     "--collector",
     "enabled",
+    envvar=_env("COLLECTOR"),
     multiple=True,
     type=click.Choice(COLLECTORS),
     help="Run only these collectors (repeatable). Default: all.",
@@ -59,31 +71,38 @@ def _validate_url(_ctx: click.Context, _param: click.Parameter, values: tuple[st
 @click.option(
     "--no-collector",
     "disabled",
+    envvar=_env("NO_COLLECTOR"),
     multiple=True,
     type=click.Choice(COLLECTORS),
     help="Do not run this collector (repeatable).",
 )
 @click.option(
     "--web-config-file",
+    envvar=_env("WEB_CONFIG_FILE"),
     type=click.Path(dir_okay=False),
     default=None,
     help="exporter-toolkit web config: tls_server_config, basic_auth_users (bcrypt).",
 )
 @click.option(
     "--once",
+    envvar=_env("ONCE"),
     type=click.Choice(["metrics", "manifest"]),
     default=None,
     help="Print one scrape or the manifest to stdout and exit.",
 )
 @click.option(
     "--fake-gpus",
+    envvar=_env("FAKE_GPUS"),
     type=click.IntRange(0, 64),
     default=0,
     hidden=True,
     help="Testing/benchmarks only: N simulated GPUs instead of NVML (modelName says fake).",
 )
 @click.option(
-    "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True
+    "--log-level",
+    envvar=_env("LOG_LEVEL"),
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default="info",
 )
 def main(
     port: int,

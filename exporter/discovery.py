@@ -53,14 +53,19 @@ class EngineProcess:
     argv: list[str]
     args: dict[str, Value]
     children: list[int] = field(default_factory=list)
+    listening: list[int] = field(default_factory=list)  # TCP ports it listens on, when known
 
     @property
     def port(self) -> int:
-        """The HTTP port from --port, else the engine's default."""
+        """The HTTP port: --port (else the engine's default), unless the process listens elsewhere
+        (`--port 0`, a port from a config file): then the first port it listens on."""
         try:
-            return int(str(self.args.get("port", DEFAULT_PORTS[self.engine])))
+            flagged = int(str(self.args.get("port", DEFAULT_PORTS[self.engine])))
         except ValueError:
-            return DEFAULT_PORTS[self.engine]
+            flagged = DEFAULT_PORTS[self.engine]
+        if self.listening and flagged not in self.listening:
+            return self.listening[0]
+        return flagged
 
     @property
     def base_url(self) -> str:
@@ -143,3 +148,12 @@ def relevant_env(pid: int) -> dict[str, str]:
     except (psutil.Error, OSError):
         return {}
     return {k: v for k, v in sorted(environ.items()) if k.startswith(ENV_PREFIXES)}
+
+
+def listening_ports(pid: int) -> list[int]:
+    """TCP ports the process listens on (needs permission to see its sockets; [] otherwise)."""
+    try:
+        conns = psutil.Process(pid).net_connections(kind="tcp")
+    except (psutil.Error, OSError):
+        return []
+    return sorted({c.laddr.port for c in conns if c.status == psutil.CONN_LISTEN and c.laddr})

@@ -181,19 +181,21 @@ def detect_engine(argv: Sequence[str]) -> tuple[str | None, int]:
 
     Recognised: `vllm serve`, `sglang serve`, `python -m vllm.entrypoints.openai.api_server`,
     `python -m sglang.launch_server`, `python -m simengine`, `loadgen sim`. Only the program and
-    interpreter positions count, so `ruff check simengine` is not an engine.
+    interpreter positions count, so `ruff check simengine` and `timeout 5 python -m simengine` (a
+    wrapper; its child is the engine) are not engines.
     """
+    interpreter = bool(argv) and argv[0].rsplit("/", 1)[-1].startswith("python")
     for i, token in enumerate(argv[:4]):
         base = token.rsplit("/", 1)[-1]
         nxt = argv[i + 1] if i + 1 < len(argv) else ""
-        if token == "-m":
+        if token == "-m" and interpreter:
             for engine, modules in _MODULES.items():
                 if nxt in modules:
                     return engine, i + 2
             return None, 0
-        if i <= 1 and base in ("vllm", "sglang") and nxt == "serve":
+        if (i == 0 or interpreter) and i <= 1 and base in ("vllm", "sglang") and nxt == "serve":
             return base, i + 2
-        if i <= 1 and base == "loadgen" and nxt == "sim":
+        if (i == 0 or interpreter) and i <= 1 and base == "loadgen" and nxt == "sim":
             return "simengine", i + 2
     return None, 0
 

@@ -12,7 +12,14 @@ from urllib.parse import urlsplit
 
 import psutil
 
-from exporter.discovery import EngineProcess, ProcInfo, find_engines, read_processes, relevant_env
+from exporter.discovery import (
+    EngineProcess,
+    ProcInfo,
+    find_engines,
+    listening_ports,
+    read_processes,
+    relevant_env,
+)
 from exporter.engine_http import EngineHttpFacts, poll_engine
 from exporter.engine_params import neutral_sources, parse_flags, to_neutral
 from exporter.model_info import read_model_config
@@ -76,6 +83,7 @@ class EngineInspector:
         read_env: Callable[[int], dict[str, str]] = relevant_env,
         ask_interpreter: Callable[[int, str], str | None] = version_from_interpreter,
         poll: Callable[[str, float, str | None], EngineHttpFacts] = poll_engine,
+        ports_of: Callable[[int], list[int]] = listening_ports,
     ) -> None:
         self.engine_urls = list(engine_urls or [])
         self.discover = discover
@@ -88,6 +96,7 @@ class EngineInspector:
         self.read_env = read_env
         self.ask_interpreter = ask_interpreter
         self.poll = poll
+        self.ports_of = ports_of
         self._lock = threading.Lock()
         self._cached: tuple[float, list[EngineReport]] | None = None
         self._versions: dict[tuple[int, str], str | None] = {}
@@ -103,6 +112,8 @@ class EngineInspector:
 
     def _inspect(self) -> list[EngineReport]:
         processes = find_engines(self.read_procs()) if self.discover else []
+        for proc in processes:
+            proc.listening = self.ports_of(proc.pid)
         urls = list(self.engine_urls)
         by_port = {proc.port: proc for proc in processes}
         reports: list[EngineReport] = []

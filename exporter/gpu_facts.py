@@ -109,3 +109,17 @@ def gpu_manifest(session: NvmlSession) -> tuple[list[dict[str, Any]], dict[str, 
         bus_ids.append(entry["pci_bus_id"])
     matrix = read_matrix(nvml, handles, bus_ids)
     return gpus, {"matrix": matrix, "interconnect": interconnect(matrix)}, error
+
+
+def first_gpu_hint(session: NvmlSession) -> tuple[int | None, str]:
+    """(memory total bytes, name) of GPU 0, for engines' hardware-dependent defaults; (None, '') if none."""
+    try:
+        nvml = session.get()
+        if int(nvml.nvmlDeviceGetCount()) == 0:
+            return None, ""
+        handle = nvml.nvmlDeviceGetHandleByIndex(0)
+        memory = try_call(nvml, "nvmlDeviceGetMemoryInfo", handle)
+        name = text(try_call(nvml, "nvmlDeviceGetName", handle) or "")
+    except Exception:  # no NVML, lost GPU: the defaults stay "auto"
+        return None, ""
+    return (int(memory.total) if memory is not None else None), name

@@ -42,11 +42,12 @@ class ManifestBuilder:
             for gpu in gpus:
                 if self.sampler is not None:
                     gpu["xid"] = self.sampler.last_xid(gpu["index"])
+        if self.inspector is not None and gpus and self.inspector.gpu_memory_bytes is None:
+            # vLLM's batch defaults depend on the GPU (see exporter.engine_params)
+            self.inspector.gpu_memory_bytes = gpus[0]["memory_total_bytes"]
+            self.inspector.gpu_name = gpus[0]["name"]
         engines = [r.as_dict() for r in self.inspector.reports(fresh=True)] if self.inspector else []
         if self.inspector is not None:
-            if gpus and self.inspector.gpu_memory_bytes is None:
-                self.inspector.gpu_memory_bytes = gpus[0]["memory_total_bytes"]
-                self.inspector.gpu_name = gpus[0]["name"]
             checks += engine_checks(engines, self.inspector.engine_urls)
         engine_pids = {pid for e in engines for pid in [e["pid"], *e["gpu_pids"]] if pid is not None}
         checks += gpu_checks(gpus, engine_pids)

@@ -95,6 +95,7 @@ def load_web_config(path: str | Path) -> WebConfig:
         for key in ("cert_file", "key_file"):
             if not tls.get(key):
                 raise WebConfigError(f"tls_server_config needs {key}")
+        for key in ("cert_file", "key_file"):
             resolved = (file.parent / str(tls[key])).resolve()
             if not resolved.is_file():
                 raise WebConfigError(f"tls_server_config {key} {str(resolved)!r} does not exist")

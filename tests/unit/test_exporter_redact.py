@@ -80,6 +80,7 @@ def test_engine_report_carries_no_secret() -> None:
         http_timeout_s=0.2,
         api_key="sk-live-123",
         read_procs=lambda: [ProcInfo(10, 1, argv)],
+        ports_of=lambda pid: [],
         read_env=lambda pid: {"HF_TOKEN": "hf_secret", "CUDA_VISIBLE_DEVICES": "0"},
         ask_interpreter=lambda pid, engine: "0.26.0",
         poll=lambda url, timeout, key: EngineHttpFacts(url=url, up=True),

@@ -1,0 +1,64 @@
+"""Discovery of a real running simulated-engine process: launch flags from /proc, version over HTTP."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from exporter.collectors.base import CollectorSet
+from exporter.collectors.engine import EngineCollector
+from exporter.engines import EngineInspector
+from exporter.redact import REDACTED
+from tests.conftest import REPO_ROOT
+
+
+@pytest.fixture
+def simengine() -> Iterator[tuple[subprocess.Popen[str], str]]:
+    argv = [sys.executable, "-m", "simengine", "--host", "127.0.0.1", "--port", "0", "--personality", "vllm",
+            "--max-num-seqs", "7", "--gpu-memory-utilization", "0.8", "--api-key", "sk-live-999"]
+    proc = subprocess.Popen(argv, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # "... listening on http://127.0.0.1:PORT"
+        match = re.search(r"listening on (http://\S+)", line)
+        assert match, line
+        yield proc, match.group(1)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_discovers_running_simengine(simengine: tuple[subprocess.Popen[str], str]) -> None:
+    proc, url = simengine
+    inspector = EngineInspector(http_timeout_s=2.0, api_key="sk-live-999", ask_interpreter=lambda p, e: None)
+    reports = [r for r in inspector.reports(fresh=True) if r.pid == proc.pid]
+    assert len(reports) == 1
+    report = reports[0]
+    assert report.engine == "simengine"
+    assert report.url == url  # --port 0: the port came from the process's listening socket
+    assert report.up is True
+    assert report.version  # answered by the vLLM personality's /version
+    assert report.params["max_num_seqs"] == 7
+    assert report.params["gpu_memory_utilization"] == 0.8
+    assert report.param_sources["max_num_seqs"] == "flag"
+    assert "sk-live-999" not in " ".join(report.cmdline)
+    assert REDACTED in report.cmdline
+
+    registry = CollectorRegistry()
+    registry.register(CollectorSet([EngineCollector(inspector)]))
+    base = {"engine": "simengine", "url": url, "model": report.model or ""}
+    assert registry.get_sample_value("infergauge_engine_up", base) == 1.0
+
+
+def test_engine_url_that_does_not_answer_is_down() -> None:
+    inspector = EngineInspector(["http://127.0.0.1:9"], discover=False, http_timeout_s=0.5)
+    registry = CollectorRegistry()
+    registry.register(CollectorSet([EngineCollector(inspector)]))
+    labels = {"engine": "unknown", "url": "http://127.0.0.1:9", "model": ""}
+    assert registry.get_sample_value("infergauge_engine_up", labels) == 0.0
+    assert registry.get_sample_value("infergauge_collector_success", {"collector": "engine"}) == 0.0
