@@ -115,13 +115,13 @@ class EngineInspector:
         for proc in processes:
             proc.listening = self.ports_of(proc.pid)
         urls = list(self.engine_urls)
-        by_port = {proc.port: proc for proc in processes}
+        by_port: dict[int, EngineProcess] = {proc.port: proc for proc in processes}
         reports: list[EngineReport] = []
         for url in urls:
-            proc = by_port.pop(urlsplit(url).port or -1, None)
-            reports.append(self._report(proc, self.poll(url, self.http_timeout_s, self.api_key)))
-        for proc in by_port.values():
-            reports.append(self._report(proc, self.poll(proc.base_url, self.http_timeout_s, self.api_key)))
+            matched = by_port.pop(urlsplit(url).port or -1, None)
+            reports.append(self._report(matched, self.poll(url, self.http_timeout_s, self.api_key)))
+        for found in by_port.values():
+            reports.append(self._report(found, self.poll(found.base_url, self.http_timeout_s, self.api_key)))
         return reports
 
     def _report(self, proc: EngineProcess | None, http: EngineHttpFacts) -> EngineReport:
