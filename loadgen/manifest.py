@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import socket
 import subprocess
 from pathlib import Path
@@ -16,7 +17,17 @@ import aiohttp
 from loadgen import __version__
 from loadgen.targets.base import EngineMetadata
 
-SECRET_HINTS = ("api_key", "apikey", "token", "secret", "password", "authorization")
+SECRET_HINTS = ("key", "token", "secret", "password", "authorization", "credentials")
+VLLM_CONFIG_FIELDS = {  # vLLM /server_info `vllm_config` string field -> vLLM argument name
+    "tensor_parallel_size": "tensor_parallel_size",
+    "max_seq_len": "max_model_len",
+    "dtype": "dtype",
+    "enable_prefix_caching": "enable_prefix_caching",
+    "enable_chunked_prefill": "enable_chunked_prefill",
+    "kv_cache_dtype": "kv_cache_dtype",
+    "quantization": "quantization",
+    "seed": "seed",
+}
 EXPORTER_DEFAULT = "http://127.0.0.1:9402"
 
 
@@ -59,13 +70,16 @@ def tool_info() -> dict[str, Any]:
     return {"name": "infergauge", "version": __version__, "git_sha": git_sha()}
 
 
+def _is_secret(key: str) -> bool:
+    name = key.lower()
+    return any(name == h or name.endswith(("_" + h, "-" + h)) for h in SECRET_HINTS) or name == "apikey"
+
+
 def redact(obj: Any) -> Any:
-    """Replace values of secret-looking keys (api keys, tokens, passwords) at any depth."""
+    """Replace values of secret-looking keys (`api_key`, `hf_token`, passwords) at any depth."""
     if isinstance(obj, dict):
         return {
-            k: "<redacted>"
-            if any(h in str(k).lower() for h in SECRET_HINTS) and v not in (None, "")
-            else redact(v)
+            k: "<redacted>" if _is_secret(str(k)) and v not in (None, "") else redact(v)
             for k, v in obj.items()
         }
     if isinstance(obj, list):
@@ -73,16 +87,49 @@ def redact(obj: Any) -> Any:
     return obj
 
 
-def neutral_params(meta: EngineMetadata) -> dict[str, Any]:
-    """Engine-neutral launch parameters (exporter/engine_params.py) from the server args, best effort."""
+def _scalar(text: str) -> Any:
+    """`True`/`None`/`2048`/`torch.bfloat16` from vLLM's config repr -> Python values."""
+    table = {"True": True, "False": False, "None": None}
+    if text in table:
+        return table[text]
+    try:
+        return int(text)
+    except ValueError:
+        return text.removeprefix("torch.").strip("'")
+
+
+def parse_vllm_config(text: str) -> dict[str, Any]:
+    """Top-level `key=value` fields of vLLM's `vllm_config` string that map to launch arguments."""
+    out: dict[str, Any] = {}
+    for match in re.finditer(r"(?:^|, )(\w+)=([^,]*)", text):
+        key, value = match.group(1), match.group(2).strip()
+        if key in VLLM_CONFIG_FIELDS and VLLM_CONFIG_FIELDS[key] not in out:
+            out[VLLM_CONFIG_FIELDS[key]] = _scalar(value)
+    return out
+
+
+def engine_args(meta: EngineMetadata) -> tuple[str, dict[str, Any]]:
+    """(engine spelling, flat launch arguments) found in the engine's server info."""
     engine = str(meta.server_args.get("personality", meta.engine))
-    args = {k: v for k, v in meta.server_args.items() if isinstance(v, int | float | str | bool) or v is None}
-    if engine not in ("sglang", "simengine", "vllm") or not args or "vllm_config" in args:
+    args = meta.server_args
+    if isinstance(args.get("server_args"), dict):  # the simulator's vLLM personality nests them
+        args = args["server_args"]
+    elif isinstance(args.get("vllm_config"), str):
+        args = parse_vllm_config(args["vllm_config"])
+    flat = {k: v for k, v in args.items() if isinstance(v, int | float | str | bool) or v is None}
+    return engine, flat
+
+
+def neutral_params(meta: EngineMetadata) -> dict[str, Any]:
+    """Engine-neutral parameters (exporter/engine_params.py) the server reported; unreported ones left out."""
+    engine, args = engine_args(meta)
+    if engine not in ("sglang", "vllm") or not args:
         return {}
     try:
-        from exporter.engine_params import to_neutral  # the exporter part owns this vocabulary
+        from exporter.engine_params import neutral_sources, to_neutral  # the exporter part owns this table
 
-        return dict(to_neutral(engine, args))
+        sources = neutral_sources(engine, args)
+        return {k: v for k, v in to_neutral(engine, args).items() if sources.get(k) == "flag"}
     except Exception:  # noqa: BLE001 - another part's parser must never break a run record
         return {}
 
