@@ -38,6 +38,7 @@ from grafana.dashgen.queries import (  # noqa: E402
 )
 from tests.conftest import FIXTURES, GOLDEN_SGLANG, GOLDEN_VLLM  # noqa: E402
 from tests.integration.test_stack_support import (  # noqa: E402
+    FakeGrafana,
     ReplayServer,
     free_port,
     prom_get,
@@ -49,6 +50,7 @@ from tests.integration.test_stack_support import (  # noqa: E402
 H200_CAPTURE = FIXTURES / "exporter" / "h200-metrics.txt"
 BOARD_FILES = sorted((REPO / "grafana" / "dashboards").glob("*.json"))
 SCRAPE_S = 1
+GRAFANA_TOKEN = "glsa_stack_test"
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.xdist_group("prometheus"), pytest.mark.timeout(240)]
 
@@ -64,6 +66,8 @@ class Stack:
     end: float = 0.0
     instances: dict[str, str] = field(default_factory=dict)  # role -> host:port
     h200_hostname: str | None = None
+    grafana_requests: list[tuple[str, str, Any]] = field(default_factory=list)
+    grafana_problems: list[str] = field(default_factory=list)
 
 
 def golden_snapshots(directory: Path) -> list[Path]:
@@ -87,7 +91,7 @@ def prometheus_config(ports: dict[str, list[str]]) -> dict[str, Any]:
     return config
 
 
-def run_loadgen(base_url: str, metrics_port: int, results_dir: Path) -> Any:
+def run_loadgen(base_url: str, metrics_port: int, results_dir: Path, grafana_url: str) -> Any:
     from loadgen.config import RunConfig
     from loadgen.runner import run_benchmark_sync
 
@@ -105,6 +109,8 @@ def run_loadgen(base_url: str, metrics_port: int, results_dir: Path) -> Any:
         linger_s=4.0,
         results_dir=str(results_dir),
         scenario="stack-test",
+        grafana_url=grafana_url,
+        grafana_token=GRAFANA_TOKEN,
     )
     return run_benchmark_sync(config, progress=False)
 
@@ -118,6 +124,7 @@ def stack() -> Iterator[Stack]:
         ReplayServer(golden_snapshots(GOLDEN_VLLM)) as vllm,
         ReplayServer(golden_snapshots(GOLDEN_SGLANG)) as sglang,
         EmbeddedEngine(["--personality", "vllm", "--time-scale", "20", "--max-num-seqs", "64"]) as engine,
+        FakeGrafana(GRAFANA_TOKEN) as grafana,
     ):
         tmp_path = Path(tmp)
         h200 = ReplayServer([H200_CAPTURE]) if H200_CAPTURE.is_file() else None
@@ -173,7 +180,7 @@ def stack() -> Iterator[Stack]:
             wait_http(f"http://{instances['exporter']}/healthz", 20)
             url = f"http://127.0.0.1:{prom_port}"
             start = time.time()
-            result = run_loadgen(engine.base_url, loadgen_port, tmp_path / "results")
+            result = run_loadgen(engine.base_url, loadgen_port, tmp_path / "results", grafana.url)
             run_sel = f'{{run_id="{result.run_id}"}}'
             # the final scrape (end timestamp set) and the rules evaluated on it; loadgen stopped serving
             # after its linger, so its series are stale by now: look back instead of at "now"
@@ -191,6 +198,7 @@ def stack() -> Iterator[Stack]:
             )
             wait_for(lambda: vllm.served >= 3 and sglang.served >= 3, 10)
             stack = Stack(url, result.run_id, result.summary, start, time.time() + 1, instances)
+            stack.grafana_requests, stack.grafana_problems = grafana.requests, grafana.problems
             if h200 is not None:
                 stack.h200_hostname = _hostname_of(url, h200.instance)
             yield stack
@@ -328,3 +336,14 @@ def test_every_rule_evaluates_without_error(stack: Stack) -> None:
     assert broken == {}
     firing = {r["name"] for r in rules if r["type"] == "alerting" and r["state"] == "firing"}
     assert firing == set()  # a healthy short run on an idle fake GPU trips no alert
+
+
+def test_the_run_is_annotated_in_grafana(stack: Stack) -> None:
+    # the runner calls loadgen.annotations: POST at the start, PATCH with timeEnd at the end
+    calls = [(method, path.rsplit("/", 1)[0]) for method, path, _ in stack.grafana_requests]
+    assert calls == [("POST", "/api"), ("PATCH", "/api/annotations")]
+    start, end = (body for _, _, body in stack.grafana_requests)
+    assert f"run_id:{stack.run_id}" in start["tags"]
+    assert "infergauge" in start["tags"]
+    assert end["timeEnd"] > end["time"]
+    assert stack.grafana_problems == []

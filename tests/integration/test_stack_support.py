@@ -73,7 +73,7 @@ class ReplayServer:
             return body
 
     def start(self) -> ReplayServer:
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
         self._thread.start()
         return self
 
@@ -146,3 +146,87 @@ def prom_get(url: str, endpoint: str, **params: str) -> Any:
     assert payload["status"] == "success", payload
     data = payload["data"]
     return data["result"] if isinstance(data, dict) and "result" in data else data
+
+
+class FakeGrafana:
+    """A loopback stand-in for Grafana's HTTP API that checks requests the way Grafana would.
+
+    Implements POST /api/annotations, PATCH /api/annotations/<id>, GET/POST /api/folders and
+    POST /api/dashboards/db; answers 401 without the expected bearer token and `fail_with` (an HTTP
+    status) for everything when set. Every request is kept in `requests` as (method, path, json body).
+    """
+
+    def __init__(self, token: str = "glsa_test_token", fail_with: int | None = None) -> None:
+        self.token = token
+        self.fail_with = fail_with
+        self.requests: list[tuple[str, str, Any]] = []
+        self.folders: set[str] = set()
+        self.problems: list[str] = []
+        grafana = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _handle(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length)) if length else None
+                grafana.requests.append((self.command, self.path, body))
+                if grafana.fail_with:
+                    self._reply(grafana.fail_with, {"message": "failing on purpose"})
+                elif self.headers.get("Authorization") != f"Bearer {grafana.token}":
+                    self._reply(401, {"message": "Unauthorized"})
+                else:
+                    status, payload = grafana.route(self.command, self.path, body)
+                    self._reply(status, payload)
+
+            do_GET = do_POST = do_PATCH = do_PUT = _handle  # noqa: N815 (http.server's names)
+
+            def _reply(self, status: int, payload: Any) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *_args: Any) -> None:
+                return
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def route(self, method: str, path: str, body: Any) -> tuple[int, Any]:
+        """Grafana's answer to one authorised request (and a note in `problems` for a bad body)."""
+        if method == "POST" and path == "/api/annotations":
+            self._check_annotation(body, need_end=False)
+            return 200, {"message": "Annotation added", "id": len(self.requests)}
+        if method == "PATCH" and path.startswith("/api/annotations/"):
+            self._check_annotation(body, need_end=True)
+            return 200, {"message": "Annotation patched"}
+        if method == "GET" and path.startswith("/api/folders/"):
+            uid = path.rsplit("/", 1)[1]
+            return (200, {"uid": uid}) if uid in self.folders else (404, {"message": "folder not found"})
+        if method == "POST" and path == "/api/folders":
+            self.folders.add(body["uid"])
+            return 200, {"uid": body["uid"], "title": body["title"]}
+        if method == "POST" and path == "/api/dashboards/db":
+            uid = body["dashboard"]["uid"]
+            return 200, {"status": "success", "uid": uid, "url": f"/d/{uid}/x", "version": 1}
+        return 404, {"message": "not found"}
+
+    def _check_annotation(self, body: Any, *, need_end: bool) -> None:
+        if not isinstance(body.get("time"), int) or body["time"] < 1_500_000_000_000:
+            self.problems.append(f"time must be epoch milliseconds: {body.get('time')!r}")
+        end = body.get("timeEnd")
+        if (need_end or end is not None) and (not isinstance(end, int) or end < body.get("time", 0)):
+            self.problems.append(f"timeEnd must be epoch ms after time: {end!r}")
+        if not isinstance(body.get("tags"), list) or not all(isinstance(t, str) for t in body["tags"]):
+            self.problems.append(f"tags must be a list of strings: {body.get('tags')!r}")
+        if not isinstance(body.get("text"), str) or not body["text"]:
+            self.problems.append("text is required")
+
+    def __enter__(self) -> FakeGrafana:
+        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
