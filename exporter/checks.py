@@ -73,6 +73,6 @@ def engine_checks(engines: list[dict[str, Any]], configured_urls: list[str]) -> 
             found.append(
                 _check("engine_down", "error", f"{engine['engine']} at {engine['url']} does not answer")
             )
-        if not engine.get("version"):
+        if engine["up"] and not engine.get("version"):
             found.append(_check("engine_version_unknown", "warning", f"{engine['engine']} version unknown"))
     return found

@@ -19,8 +19,23 @@ from tests.conftest import REPO_ROOT
 
 @pytest.fixture
 def simengine() -> Iterator[tuple[subprocess.Popen[str], str]]:
-    argv = [sys.executable, "-m", "simengine", "--host", "127.0.0.1", "--port", "0", "--personality", "vllm",
-            "--max-num-seqs", "7", "--gpu-memory-utilization", "0.8", "--api-key", "sk-live-999"]
+    argv = [
+        sys.executable,
+        "-m",
+        "simengine",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--personality",
+        "vllm",
+        "--max-num-seqs",
+        "7",
+        "--gpu-memory-utilization",
+        "0.8",
+        "--api-key",
+        "sk-live-999",
+    ]
     proc = subprocess.Popen(argv, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         assert proc.stdout is not None
