@@ -30,7 +30,7 @@ def _check(a: str, b: str, results_dir: str, exporters: tuple[str | None, str | 
     if not rows:
         click.echo("aligned: every effective parameter is the same")
         return 0
-    click.echo(render(["parameter", "A", "B"], rows))
+    click.echo(render(["parameter", "A", "B"], rows, left=(0, 1, 2)))
     click.echo(f"{len(rows)} differences ('auto' means the engine decides at start-up: set it explicitly)")
     return 1
 

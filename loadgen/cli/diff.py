@@ -55,7 +55,7 @@ def diff(run_a: str, run_b: str, results_dir: str, top: int) -> None:
     click.echo(f"manifest differences ({len(diffs)}), most likely explanation first:")
     click.echo(render(["#", "key", "A", "B", "likelihood"],
                       [[str(i), d.key, _short(d.a), _short(d.b), f"{d.score:.2f}"]
-                       for i, d in enumerate(shown, 1)]))
+                       for i, d in enumerate(shown, 1)], left=(1, 2, 3)))
 
 
 if __name__ == "__main__":  # pragma: no cover

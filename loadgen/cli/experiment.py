@@ -42,7 +42,7 @@ def _status_table(plan: Plan, state: ExperimentState) -> str:
         cleared = "yes" if flushed is True else "NO" if flushed is False else "-"
         rows.append([spec.key, entry.get("status", "pending"), entry.get("run_id") or "-",
                      f"{cleared} ({cache.get('method') or '-'})", (entry.get("error") or "")[:60]])
-    return render(["run", "status", "run_id", "cache cleared", "error"], rows)
+    return render(["run", "status", "run_id", "cache cleared", "error"], rows, left=(0, 1, 2, 3, 4))
 
 
 def _execute(plan: Plan, state: ExperimentState) -> None:

@@ -26,7 +26,9 @@ def series_facts(series: Series, objective: Objective | None, cost_per_hour: flo
     lines = [f"- Peak: {peak.output_token_throughput:.1f} output tok/s ({peak.request_throughput:.2f} req/s) "
              f"at {unit} {peak.load:g} (run {peak.run_id})"]
     knee = find_knee(points)
-    if knee is None:
+    if len(points) < 2:
+        lines.append("- Knee: needs two or more load points")
+    elif knee is None:
         lines.append("- Knee: not reached in this sweep (throughput still grows with load)")
     else:
         lines.append(f"- Knee: {unit} {knee.load:g} ({knee.throughput:.2f} req/s); the next step's "

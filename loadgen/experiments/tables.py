@@ -8,12 +8,12 @@ from loadgen.experiments.points import Point
 from loadgen.experiments.slo import format_seconds
 
 
-def render(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Columns padded to their widest cell, first column left-aligned, the rest right-aligned."""
+def render(headers: Sequence[str], rows: Sequence[Sequence[str]], left: Sequence[int] = (0,)) -> str:
+    """Columns padded to their widest cell; the `left` columns left-aligned, the rest right-aligned."""
     widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows, strict=False)]
 
     def line(cells: Sequence[str]) -> str:
-        return "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w)
+        return "  ".join(str(c).ljust(w) if i in left else str(c).rjust(w)
                          for i, (c, w) in enumerate(zip(cells, widths, strict=False)))
     return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)])
 
