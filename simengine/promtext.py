@@ -56,7 +56,8 @@ class Family:
     def _render_created(self, out: list[str]) -> None:
         if not self.created:
             return
-        base = self.name[:-6] if self.name.endswith("_total") else self.name
+        strip = self.kind == "counter" and self.name.endswith("_total")
+        base = self.name[:-6] if strip else self.name
         out.append(f"# HELP {base}_created {self.help}")
         out.append(f"# TYPE {base}_created gauge")
         for labels, ts in self.created_at.items():

@@ -6,6 +6,7 @@ Pinned against tests/fixtures/golden/sglang-0.5.14/metrics_*.txt. Request-side s
 
 from __future__ import annotations
 
+import os
 import time
 
 from simengine.promtext import Family, Histogram, Labels, render
@@ -220,6 +221,7 @@ class SglangMetrics:
             "context_len": float(context_len),
         }
         self._window: list[tuple[float, int]] = []
+        self._pid = str(os.getpid())
         for hist in (self.ttft, self.itl, self.e2e, self.prompt_hist, self.uncached_hist, self.gen_hist):
             hist.ensure(self.labels)
         self.queue.ensure(self.sched_labels)
@@ -282,7 +284,7 @@ class SglangMetrics:
             "num_retracted_reqs": 0.0,
         }
         for name, value in values.items():
-            self.gauges[name].set(slab, value)
+            self.gauges[name].set((*slab, ("pid", self._pid)) if name == "num_retracted_reqs" else slab, value)
         self.realtime.values[(*slab, ("mode", "prefill_compute"))] = float(c.computed_prompt_tokens)
         self.realtime.values[(*slab, ("mode", "decode"))] = float(c.generation_tokens)
         self.realtime.values[(*slab, ("mode", "prefill_cache"))] = float(c.cached_prompt_tokens)

@@ -1,0 +1,99 @@
+"""Launch-line parsing: vLLM and SGLang spellings, unknown flags kept, bad values rejected in one line."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+
+from simengine.cli import main as sim_main
+from simengine.config import ConfigError, parse_args
+from tests.conftest import GOLDEN_SGLANG, GOLDEN_VLLM
+
+
+def _golden_args(path: object) -> list[str]:
+    argv = shlex.split((path / "command.txt").read_text())  # type: ignore[operator]
+    return argv[argv.index("-m") + 2 :]  # drop "python3 -m module"
+
+
+def test_seed_vllm_launch_line_maps_to_neutral_fields() -> None:
+    cfg = parse_args(shlex.split(
+        "--tensor-parallel-size 2 --max-num-seqs 128 --gpu-memory-utilization 0.90 --block-size 16 "
+        "--enable-chunked-prefill --max-model-len 4096 --port 8000"))
+    assert (cfg.tensor_parallel_size, cfg.max_num_seqs, cfg.gpu_memory_utilization) == (2, 128, 0.9)
+    assert (cfg.block_size, cfg.enable_chunked_prefill, cfg.max_model_len, cfg.port) == (16, True, 4096, 8000)
+    assert cfg.extra_args == {}
+
+
+def test_seed_sglang_launch_line_maps_to_neutral_fields() -> None:
+    cfg = parse_args(shlex.split(
+        "--personality sglang --tp-size 2 --max-running-requests 128 --mem-fraction-static 0.90 "
+        "--chunked-prefill-size 4096 --port 8000"))
+    assert (cfg.tensor_parallel_size, cfg.max_num_seqs, cfg.gpu_memory_utilization) == (2, 128, 0.9)
+    assert (cfg.max_num_batched_tokens, cfg.port, cfg.block_size) == (4096, 8000, 1)  # SGLang page size 1
+
+
+def test_golden_vllm_command_runs_unchanged_and_records_unknown_flags() -> None:
+    cfg = parse_args(_golden_args(GOLDEN_VLLM))
+    assert cfg.model == "/tmp/tiny-llama" and cfg.served_model_name == "tiny-llama"
+    assert (cfg.max_model_len, cfg.gpu_memory_utilization, cfg.port) == (2048, 0.5, 8000)
+    assert cfg.extra_args == {"enforce-eager": True}
+
+
+def test_golden_sglang_command_runs_unchanged_and_records_unknown_flags() -> None:
+    cfg = parse_args(["--personality", "sglang", *_golden_args(GOLDEN_SGLANG)])
+    assert cfg.model == "/tmp/tiny-llama" and cfg.served_model_name == "tiny-llama"
+    assert (cfg.max_model_len, cfg.gpu_memory_utilization, cfg.port) == (2048, 0.5, 30000)
+    assert cfg.extra_args == {"disable-cuda-graph": True, "enable-metrics": True,
+                              "attention-backend": "triton", "sampling-backend": "pytorch"}
+
+
+def test_vllm_serve_positional_model_and_default_ports() -> None:
+    cfg = parse_args(["serve", "meta-llama/Llama-3.1-8B-Instruct", "--max-num-seqs", "64"])
+    assert cfg.model == "meta-llama/Llama-3.1-8B-Instruct" and cfg.port == 8000
+    assert parse_args(["--personality", "sglang"]).port == 30000
+
+
+def test_prefix_caching_switches_both_spellings() -> None:
+    assert parse_args([]).enable_prefix_caching is True
+    assert parse_args(["--no-enable-prefix-caching"]).enable_prefix_caching is False
+    assert parse_args(["--personality", "sglang", "--disable-radix-cache"]).enable_prefix_caching is False
+
+
+def test_kv_cache_tokens_default_comes_from_gpu_memory() -> None:
+    # H200 141 GiB * 0.9 - 16 GB weights - 4 GiB reserve, 128 KiB per token (Llama-8B, bf16)
+    cfg = parse_args([])
+    assert 800_000 < cfg.kv_cache_tokens < 900_000
+    assert parse_args(["--gpu-memory-utilization", "0.5"]).kv_cache_tokens < cfg.kv_cache_tokens
+    assert parse_args(["--kv-cache-tokens", "4096"]).kv_cache_tokens == 4096
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--gpu", "v100"], "'v100'; choose from a100, h100, h200, l40s"),
+        (["--personality", "trt"], "'trt'; choose from vllm, sglang"),
+        (["--interconnect", "ib"], "'ib'; choose from nvlink, pcie"),
+        (["--max-num-seqs", "0"], "--max-num-seqs 0"),
+        (["--fault-error-rate", "1.5"], "--fault-error-rate 1.5"),
+        (["--max-num-seqs", "many"], "'many'"),
+        (["--time-scale", "0"], "--time-scale 0"),
+    ],
+)
+def test_bad_values_raise_one_line_naming_the_value(argv: list[str], needle: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_args(argv)
+    assert needle in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_cli_exit_code_2_and_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert sim_main(["--gpu", "v100"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "v100" in err
+
+
+def test_api_key_is_redacted_in_effective_args() -> None:
+    cfg = parse_args(["--api-key", "sk-secret-123"])
+    assert cfg.api_key == "sk-secret-123"
+    assert "sk-secret-123" not in repr(cfg) and "sk-secret-123" not in str(cfg.effective_args())
