@@ -30,7 +30,7 @@ def fetch_manifest(url: str, timeout_s: float) -> dict[str, Any]:
     if parts.username:
         token = base64.b64encode(f"{parts.username}:{parts.password or ''}".encode()).decode()
         headers["Authorization"] = f"Basic {token}"
-        parts = parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else ""))
+        parts = parts._replace(netloc=(parts.hostname or "") + (f":{parts.port}" if parts.port else ""))
     target = urlunsplit(parts).rstrip("/") + "/manifest"
     request = urllib.request.Request(target, headers=headers)
     with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310 - user-given URL
