@@ -125,6 +125,7 @@ def _utilization(nvml: Any, h: Any) -> dict[str, float]:
 
 def _clocks_power_temp(nvml: Any, h: Any) -> dict[str, float | None]:
     power_mw = try_call(nvml, "nvmlDeviceGetPowerUsage", h)
+    limit_mw = try_call(nvml, "nvmlDeviceGetEnforcedPowerLimit", h)
     temp = first_supported(nvml, [("nvmlDeviceGetTemperature", (h, NVML_TEMPERATURE_GPU))])
     return {
         "DCGM_FI_DEV_SM_CLOCK": try_call(nvml, "nvmlDeviceGetClockInfo", h, NVML_CLOCK_SM),
@@ -133,6 +134,9 @@ def _clocks_power_temp(nvml: Any, h: Any) -> dict[str, float | None]:
         "DCGM_FI_DEV_POWER_USAGE": None if power_mw is None else power_mw / 1000.0,
         "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": try_call(nvml, "nvmlDeviceGetTotalEnergyConsumption", h),
         "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": try_call(nvml, "nvmlDeviceGetPcieReplayCounter", h),
+        # not dcgm fields: kept under internal keys, exported under infergauge_ names
+        "infergauge_power_limit_w": None if limit_mw is None else limit_mw / 1000.0,
+        "infergauge_max_sm_clock_mhz": try_call(nvml, "nvmlDeviceGetMaxClockInfo", h, NVML_CLOCK_SM),
     }
 
 

@@ -154,6 +154,22 @@ class GpuCollector:
                 out.add(name, typ, doc, labels, fields[name])
         labels = identity.own_labels(self.hostname)
         self._emit_peaks(fields, samples, labels, out)
+        if "infergauge_power_limit_w" in fields:
+            out.add(
+                "infergauge_gpu_power_limit_watts",
+                "gauge",
+                "Enforced power limit (the cap power draw meets).",
+                labels,
+                fields["infergauge_power_limit_w"],
+            )
+        if "infergauge_max_sm_clock_mhz" in fields:
+            out.add(
+                "infergauge_gpu_sm_clock_max_hertz",
+                "gauge",
+                "Highest SM clock the GPU supports.",
+                labels,
+                fields["infergauge_max_sm_clock_mhz"] * 1e6,
+            )
         reasons = read_clock_event_reasons(nvml, handle)
         if reasons is not None:
             for bit, reason in CLOCK_EVENT_REASONS.items():
