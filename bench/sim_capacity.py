@@ -107,7 +107,7 @@ async def _measure(port: int, streams: int, warmup_s: float, window_s: float) ->
     variants = [_request_bytes(port, OUTPUT_TOKENS * k // 8) for k in (5, 6, 7, 8, 9, 10, 11)]
     transports = []
     for i in range(streams):
-        reqs = variants[i % len(variants):] + variants[: i % len(variants)]
+        reqs = variants[i % len(variants) :] + variants[: i % len(variants)]
         t, _p = await loop.create_connection(lambda r=reqs: StreamClient(r, counter), "127.0.0.1", port)
         transports.append(t)
         if i % 50 == 49:
@@ -158,9 +158,11 @@ def run(streams_list: tuple[int, ...], warmup_s: float, window_s: float) -> list
             proc.wait(timeout=30)
         p = points[-1]
         verdict = "ok" if p.ok else "over budget"
-        print(f"  streams={p.streams:5d}  tokens/s={p.tokens_per_s:9.0f}  step lateness "
-              f"p50={p.lateness_p50_ms:.2f} ms p99={p.lateness_p99_ms:.2f} ms  steps={p.steps}  {verdict}",
-              flush=True)
+        print(
+            f"  streams={p.streams:5d}  tokens/s={p.tokens_per_s:9.0f}  step lateness "
+            f"p50={p.lateness_p50_ms:.2f} ms p99={p.lateness_p99_ms:.2f} ms  steps={p.steps}  {verdict}",
+            flush=True,
+        )
     return points
 
 

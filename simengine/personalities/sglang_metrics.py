@@ -284,7 +284,9 @@ class SglangMetrics:
             "num_retracted_reqs": 0.0,
         }
         for name, value in values.items():
-            self.gauges[name].set((*slab, ("pid", self._pid)) if name == "num_retracted_reqs" else slab, value)
+            self.gauges[name].set(
+                (*slab, ("pid", self._pid)) if name == "num_retracted_reqs" else slab, value
+            )
         self.realtime.values[(*slab, ("mode", "prefill_compute"))] = float(c.computed_prompt_tokens)
         self.realtime.values[(*slab, ("mode", "decode"))] = float(c.generation_tokens)
         self.realtime.values[(*slab, ("mode", "prefill_cache"))] = float(c.cached_prompt_tokens)

@@ -33,7 +33,7 @@ def shape(obj: Any) -> Any:
 
 
 def sse_events(raw: str) -> list[str]:
-    return [line[len("data: "):] for line in raw.split("\n") if line.startswith("data: ")]
+    return [line[len("data: ") :] for line in raw.split("\n") if line.startswith("data: ")]
 
 
 def golden_body(path: Path) -> str:
@@ -59,8 +59,9 @@ async def personality_client(request: pytest.FixtureRequest):  # type: ignore[no
     await client.close()
 
 
-@pytest.mark.parametrize("name", ["sse_completions", "sse_chat", "sse_completions_continuous_usage",
-                                  "sse_completions_ignore_eos"])
+@pytest.mark.parametrize(
+    "name", ["sse_completions", "sse_chat", "sse_completions_continuous_usage", "sse_completions_ignore_eos"]
+)
 async def test_sse_chunks_have_the_golden_shapes(personality_client: Any, name: str) -> None:
     personality, client = personality_client
     req = golden_request(personality, name)
@@ -83,10 +84,12 @@ async def test_sse_chunks_have_the_golden_shapes(personality_client: Any, name: 
 
 async def test_sse_without_include_usage_ends_with_done_and_no_usage(personality_client: Any) -> None:
     _, client = personality_client
-    resp = await client.post("/v1/completions", json={"prompt": "hi", "max_tokens": 4, "stream": True,
-                                                      "ignore_eos": True})
+    resp = await client.post(
+        "/v1/completions", json={"prompt": "hi", "max_tokens": 4, "stream": True, "ignore_eos": True}
+    )
     events = sse_events(await resp.text())
-    assert events[-1] == "[DONE]" and len(events) == 5
+    assert events[-1] == "[DONE]"
+    assert len(events) == 5
     assert all(json.loads(e)["choices"] for e in events[:-1])
 
 
@@ -104,9 +107,15 @@ async def test_non_streaming_bodies_have_the_golden_shapes(personality_client: A
 
 async def test_prompt_forms_and_token_counts(personality_client: Any) -> None:
     _, client = personality_client
-    for prompt, expect_prompt_tokens, choices in (([5, 6, 7, 8], 4, 1), ("one two", None, 1),
-                                                  (["a b", "c d e"], None, 2), ([[1, 2], [3, 4, 5]], 5, 2)):
-        resp = await client.post("/v1/completions", json={"prompt": prompt, "max_tokens": 3, "ignore_eos": True})
+    for prompt, expect_prompt_tokens, choices in (
+        ([5, 6, 7, 8], 4, 1),
+        ("one two", None, 1),
+        (["a b", "c d e"], None, 2),
+        ([[1, 2], [3, 4, 5]], 5, 2),
+    ):
+        resp = await client.post(
+            "/v1/completions", json={"prompt": prompt, "max_tokens": 3, "ignore_eos": True}
+        )
         assert resp.status == 200, await resp.text()
         body = await resp.json()
         assert sorted(c["index"] for c in body["choices"]) == list(range(choices))
@@ -117,12 +126,15 @@ async def test_prompt_forms_and_token_counts(personality_client: Any) -> None:
 
 async def test_max_completion_tokens_and_min_tokens(personality_client: Any) -> None:
     _, client = personality_client
-    resp = await client.post("/v1/chat/completions", json={
-        "messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 7, "ignore_eos": True})
+    resp = await client.post(
+        "/v1/chat/completions",
+        json={"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 7, "ignore_eos": True},
+    )
     assert (await resp.json())["usage"]["completion_tokens"] == 7
     for seed in range(5):  # without ignore_eos the length is drawn, but never below min_tokens
-        resp = await client.post("/v1/completions", json={"prompt": "x", "max_tokens": 50, "min_tokens": 40,
-                                                          "seed": seed})
+        resp = await client.post(
+            "/v1/completions", json={"prompt": "x", "max_tokens": 50, "min_tokens": 40, "seed": seed}
+        )
         n = (await resp.json())["usage"]["completion_tokens"]
         assert 40 <= n <= 50
 
@@ -136,7 +148,8 @@ async def test_output_lengths_without_ignore_eos_are_seeded_and_capped() -> None
             body = await resp.json()
             lengths.append(body["usage"]["completion_tokens"])
             assert body["choices"][0]["finish_reason"] in ("stop", "length")
-        assert lengths[0] == lengths[3] and all(1 <= n <= 64 for n in lengths)
+        assert lengths[0] == lengths[3]
+        assert all(1 <= n <= 64 for n in lengths)
     finally:
         await client.close()
 
@@ -145,8 +158,9 @@ async def test_vllm_errors_match_the_golden_bodies() -> None:
     client = await _client("--personality", "vllm")
     try:
         req = golden_request("vllm", "json_error_too_long")
-        resp = await client.post(req["path"], json={"model": "tiny-llama", "prompt": list(range(2, 2035)),
-                                                    "max_tokens": 16})
+        resp = await client.post(
+            req["path"], json={"model": "tiny-llama", "prompt": list(range(2, 2035)), "max_tokens": 16}
+        )
         assert resp.status == 400
         gold = json.loads(golden_body(GOLDEN_VLLM / "json_error_too_long.txt"))
         ours = await resp.json()
@@ -175,24 +189,34 @@ async def test_sglang_errors_match_the_golden_bodies() -> None:
 
 @pytest.mark.parametrize(
     ("body", "param"),
-    [({"prompt": "x", "n": 2}, "n"), ({"prompt": []}, "prompt"), ({"prompt": 5}, "prompt"),
-     ({"prompt": "x", "max_tokens": 0}, "max_tokens"), ({"prompt": "x", "max_tokens": 3, "min_tokens": 5}, "min_tokens")],
+    [
+        ({"prompt": "x", "n": 2}, "n"),
+        ({"prompt": []}, "prompt"),
+        ({"prompt": 5}, "prompt"),
+        ({"prompt": "x", "max_tokens": 0}, "max_tokens"),
+        ({"prompt": "x", "max_tokens": 3, "min_tokens": 5}, "min_tokens"),
+    ],
 )
-async def test_bad_requests_are_400_with_openai_error_json(personality_client: Any, body: dict[str, Any],
-                                                            param: str | None) -> None:
+async def test_bad_requests_are_400_with_openai_error_json(
+    personality_client: Any, body: dict[str, Any], param: str | None
+) -> None:
     personality, client = personality_client
     resp = await client.post("/v1/completions", json=body)
     assert resp.status == 400
     err = await resp.json()
     err = err["error"] if personality == "vllm" else err
-    assert err["code"] == 400 and err["type"] == "BadRequestError" and err["message"]
+    assert err["code"] == 400
+    assert err["type"] == "BadRequestError"
+    assert err["message"]
     if param:
         assert err["param"] == param
 
 
 async def test_invalid_json_is_400(personality_client: Any) -> None:
     _, client = personality_client
-    resp = await client.post("/v1/completions", data=b"{not json", headers={"Content-Type": "application/json"})
+    resp = await client.post(
+        "/v1/completions", data=b"{not json", headers={"Content-Type": "application/json"}
+    )
     assert resp.status == 400
 
 

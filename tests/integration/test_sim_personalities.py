@@ -21,19 +21,42 @@ FAST = ["--time-scale", "20", "--served-model-name", "tiny-llama", "--max-model-
 
 # Names dashboards and rules rely on, pinned for vLLM (0.26.0 capture) and SGLang (0.5.14 capture).
 VLLM_PINNED = [
-    "vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
-    "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total", "vllm:prompt_tokens_total",
-    "vllm:generation_tokens_total", "vllm:num_preemptions_total", "vllm:request_success_total",
-    "vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds", "vllm:e2e_request_latency_seconds",
-    "vllm:request_queue_time_seconds", "vllm:request_time_per_output_token_seconds", "vllm:cache_config_info",
-    "vllm:iteration_tokens_total", "vllm:request_prompt_tokens", "vllm:request_generation_tokens",
+    "vllm:num_requests_running",
+    "vllm:num_requests_waiting",
+    "vllm:kv_cache_usage_perc",
+    "vllm:prefix_cache_queries_total",
+    "vllm:prefix_cache_hits_total",
+    "vllm:prompt_tokens_total",
+    "vllm:generation_tokens_total",
+    "vllm:num_preemptions_total",
+    "vllm:request_success_total",
+    "vllm:time_to_first_token_seconds",
+    "vllm:inter_token_latency_seconds",
+    "vllm:e2e_request_latency_seconds",
+    "vllm:request_queue_time_seconds",
+    "vllm:request_time_per_output_token_seconds",
+    "vllm:cache_config_info",
+    "vllm:iteration_tokens_total",
+    "vllm:request_prompt_tokens",
+    "vllm:request_generation_tokens",
 ]
 SGLANG_PINNED = [
-    "sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:token_usage", "sglang:cache_hit_rate",
-    "sglang:gen_throughput", "sglang:time_to_first_token_seconds", "sglang:e2e_request_latency_seconds",
-    "sglang:inter_token_latency_seconds", "sglang:prompt_tokens_total", "sglang:generation_tokens_total",
-    "sglang:num_requests_total", "sglang:cached_tokens_total", "sglang:queue_time_seconds",
-    "sglang:kv_used_tokens", "sglang:utilization", "sglang:max_total_num_tokens",
+    "sglang:num_running_reqs",
+    "sglang:num_queue_reqs",
+    "sglang:token_usage",
+    "sglang:cache_hit_rate",
+    "sglang:gen_throughput",
+    "sglang:time_to_first_token_seconds",
+    "sglang:e2e_request_latency_seconds",
+    "sglang:inter_token_latency_seconds",
+    "sglang:prompt_tokens_total",
+    "sglang:generation_tokens_total",
+    "sglang:num_requests_total",
+    "sglang:cached_tokens_total",
+    "sglang:queue_time_seconds",
+    "sglang:kv_used_tokens",
+    "sglang:utilization",
+    "sglang:max_total_num_tokens",
 ]
 
 
@@ -60,17 +83,22 @@ async def _client(*flags: str) -> TestClient:  # type: ignore[type-arg]
 
 async def _load(client: TestClient, n: int = 4, prompt: Any = "shared words " * 40) -> None:  # type: ignore[type-arg]
     async def one(i: int) -> None:
-        resp = await client.post("/v1/completions", json={"prompt": prompt, "max_tokens": 8 + i,
-                                                          "ignore_eos": True, "stream": True})
+        resp = await client.post(
+            "/v1/completions",
+            json={"prompt": prompt, "max_tokens": 8 + i, "ignore_eos": True, "stream": True},
+        )
         await resp.read()
 
     await asyncio.gather(*(one(i) for i in range(n)))
 
 
-@pytest.mark.parametrize(("personality", "golden", "pinned"),
-                         [("vllm", GOLDEN_VLLM, VLLM_PINNED), ("sglang", GOLDEN_SGLANG, SGLANG_PINNED)])
-async def test_metrics_names_types_help_and_labels_match_the_golden(personality: str, golden: Path,
-                                                                     pinned: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("personality", "golden", "pinned"),
+    [("vllm", GOLDEN_VLLM, VLLM_PINNED), ("sglang", GOLDEN_SGLANG, SGLANG_PINNED)],
+)
+async def test_metrics_names_types_help_and_labels_match_the_golden(
+    personality: str, golden: Path, pinned: list[str]
+) -> None:
     client = await _client("--personality", personality)
     try:
         await _load(client)
@@ -95,7 +123,9 @@ async def test_vllm_metrics_count_what_was_served() -> None:
     try:
         await _load(client, n=3, prompt=list(range(2, 66)))  # concurrent: admitted together, no cache hits
         await _load(client, n=1, prompt=list(range(2, 66)))  # afterwards: the 4 full blocks are cached
-        families = {f.name: f for f in text_string_to_metric_families(await (await client.get("/metrics")).text())}
+        families = {
+            f.name: f for f in text_string_to_metric_families(await (await client.get("/metrics")).text())
+        }
     finally:
         await client.close()
 
@@ -119,16 +149,21 @@ async def test_vllm_metrics_count_what_was_served() -> None:
 async def test_vllm_metadata_endpoints_match_the_golden_shapes() -> None:
     client = await _client("--personality", "vllm", "--model", "/tmp/tiny-llama", "--max-num-seqs", "96")
     try:
-        for path, golden in (("/version", "get_version.txt"), ("/v1/models", "get_v1_models.txt"),
-                             ("/load", "get_load.txt")):
+        for path, golden in (
+            ("/version", "get_version.txt"),
+            ("/v1/models", "get_v1_models.txt"),
+            ("/load", "get_load.txt"),
+        ):
             resp = await client.get(path)
             assert resp.status == 200
             assert shape(await resp.json()) == shape(json.loads(golden_body(GOLDEN_VLLM / golden))), path
         models = await (await client.get("/v1/models")).json()
-        assert models["data"][0]["max_model_len"] == 2048 and models["data"][0]["root"] == "/tmp/tiny-llama"
+        assert models["data"][0]["max_model_len"] == 2048
+        assert models["data"][0]["root"] == "/tmp/tiny-llama"
         for path in ("/health", "/ping"):
             resp = await client.get(path)
-            assert resp.status == 200 and await resp.read() == b""
+            assert resp.status == 200
+            assert await resp.read() == b""
         info = await (await client.get("/server_info")).json()
         assert {"vllm_config", "vllm_env", "system_env"} <= set(info)
         assert "max_seq_len=2048" in info["vllm_config"]
@@ -145,20 +180,24 @@ async def test_vllm_reset_prefix_cache_drops_cached_blocks() -> None:
         assert (await client.post("/reset_prefix_cache")).status == 200
         await _load(client, n=1, prompt=prompt)
         text = await (await client.get("/metrics")).text()
-        hits = re.search(r'^vllm:prefix_cache_hits_total\{[^}]*\} (\S+)', text, re.M)
-        assert hits is not None and float(hits.group(1)) == 0.0  # second request found nothing cached
+        hits = re.search(r"^vllm:prefix_cache_hits_total\{[^}]*\} (\S+)", text, re.M)
+        assert hits is not None
+        assert float(hits.group(1)) == 0.0
     finally:
         await client.close()
 
 
 async def test_sglang_metadata_endpoints_match_the_golden() -> None:
-    client = await _client("--personality", "sglang", "--model", "/tmp/tiny-llama", "--max-running-requests", "48")
+    client = await _client(
+        "--personality", "sglang", "--model", "/tmp/tiny-llama", "--max-running-requests", "48"
+    )
     try:
         gold_info = json.loads(golden_body(GOLDEN_SGLANG / "get_get_server_info.txt"))
         for path in ("/get_server_info", "/server_info"):
             info = await (await client.get(path)).json()
             assert set(gold_info) <= set(info)
-            assert info["max_running_requests"] == 48 and info["context_length"] == 2048
+            assert info["max_running_requests"] == 48
+            assert info["context_length"] == 2048
             assert info["version"].startswith("0.5.")
         for path in ("/get_model_info", "/model_info"):
             ours = await (await client.get(path)).json()
@@ -168,7 +207,8 @@ async def test_sglang_metadata_endpoints_match_the_golden() -> None:
         load = await (await client.get("/get_load")).json()
         assert shape(load) == shape(json.loads(golden_body(GOLDEN_SGLANG / "get_get_load.txt")))
         resp = await client.get("/version")
-        assert resp.status == 404 and await resp.json() == {"detail": "Not Found"}
+        assert resp.status == 404
+        assert await resp.json() == {"detail": "Not Found"}
     finally:
         await client.close()
 
@@ -176,8 +216,11 @@ async def test_sglang_metadata_endpoints_match_the_golden() -> None:
 async def test_sglang_flush_cache_refuses_while_requests_run() -> None:
     client = await _client("--personality", "sglang", "--time-scale", "1")
     try:
-        pending = asyncio.ensure_future(client.post("/v1/completions", json={
-            "prompt": "x", "max_tokens": 200, "ignore_eos": True, "stream": True}))
+        pending = asyncio.ensure_future(
+            client.post(
+                "/v1/completions", json={"prompt": "x", "max_tokens": 200, "ignore_eos": True, "stream": True}
+            )
+        )
         for _ in range(100):  # wait until the engine reports it running
             load = await (await client.get("/get_load")).json()
             if load[0]["num_reqs"]:
@@ -187,6 +230,7 @@ async def test_sglang_flush_cache_refuses_while_requests_run() -> None:
         assert busy.status == 400
         await (await pending).read()
         idle = await client.post("/flush_cache")
-        assert idle.status == 200 and (await idle.text()).startswith("Cache flushed.")
+        assert idle.status == 200
+        assert (await idle.text()).startswith("Cache flushed.")
     finally:
         await client.close()

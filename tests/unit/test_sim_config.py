@@ -17,40 +17,53 @@ def _golden_args(path: object) -> list[str]:
 
 
 def test_seed_vllm_launch_line_maps_to_neutral_fields() -> None:
-    cfg = parse_args(shlex.split(
-        "--tensor-parallel-size 2 --max-num-seqs 128 --gpu-memory-utilization 0.90 --block-size 16 "
-        "--enable-chunked-prefill --max-model-len 4096 --port 8000"))
+    cfg = parse_args(
+        shlex.split(
+            "--tensor-parallel-size 2 --max-num-seqs 128 --gpu-memory-utilization 0.90 --block-size 16 "
+            "--enable-chunked-prefill --max-model-len 4096 --port 8000"
+        )
+    )
     assert (cfg.tensor_parallel_size, cfg.max_num_seqs, cfg.gpu_memory_utilization) == (2, 128, 0.9)
     assert (cfg.block_size, cfg.enable_chunked_prefill, cfg.max_model_len, cfg.port) == (16, True, 4096, 8000)
     assert cfg.extra_args == {}
 
 
 def test_seed_sglang_launch_line_maps_to_neutral_fields() -> None:
-    cfg = parse_args(shlex.split(
-        "--personality sglang --tp-size 2 --max-running-requests 128 --mem-fraction-static 0.90 "
-        "--chunked-prefill-size 4096 --port 8000"))
+    cfg = parse_args(
+        shlex.split(
+            "--personality sglang --tp-size 2 --max-running-requests 128 --mem-fraction-static 0.90 "
+            "--chunked-prefill-size 4096 --port 8000"
+        )
+    )
     assert (cfg.tensor_parallel_size, cfg.max_num_seqs, cfg.gpu_memory_utilization) == (2, 128, 0.9)
     assert (cfg.max_num_batched_tokens, cfg.port, cfg.block_size) == (4096, 8000, 1)  # SGLang page size 1
 
 
 def test_golden_vllm_command_runs_unchanged_and_records_unknown_flags() -> None:
     cfg = parse_args(_golden_args(GOLDEN_VLLM))
-    assert cfg.model == "/tmp/tiny-llama" and cfg.served_model_name == "tiny-llama"
+    assert cfg.model == "/tmp/tiny-llama"
+    assert cfg.served_model_name == "tiny-llama"
     assert (cfg.max_model_len, cfg.gpu_memory_utilization, cfg.port) == (2048, 0.5, 8000)
     assert cfg.extra_args == {"enforce-eager": True}
 
 
 def test_golden_sglang_command_runs_unchanged_and_records_unknown_flags() -> None:
     cfg = parse_args(["--personality", "sglang", *_golden_args(GOLDEN_SGLANG)])
-    assert cfg.model == "/tmp/tiny-llama" and cfg.served_model_name == "tiny-llama"
+    assert cfg.model == "/tmp/tiny-llama"
+    assert cfg.served_model_name == "tiny-llama"
     assert (cfg.max_model_len, cfg.gpu_memory_utilization, cfg.port) == (2048, 0.5, 30000)
-    assert cfg.extra_args == {"disable-cuda-graph": True, "enable-metrics": True,
-                              "attention-backend": "triton", "sampling-backend": "pytorch"}
+    assert cfg.extra_args == {
+        "disable-cuda-graph": True,
+        "enable-metrics": True,
+        "attention-backend": "triton",
+        "sampling-backend": "pytorch",
+    }
 
 
 def test_vllm_serve_positional_model_and_default_ports() -> None:
     cfg = parse_args(["serve", "meta-llama/Llama-3.1-8B-Instruct", "--max-num-seqs", "64"])
-    assert cfg.model == "meta-llama/Llama-3.1-8B-Instruct" and cfg.port == 8000
+    assert cfg.model == "meta-llama/Llama-3.1-8B-Instruct"
+    assert cfg.port == 8000
     assert parse_args(["--personality", "sglang"]).port == 30000
 
 
@@ -90,10 +103,12 @@ def test_bad_values_raise_one_line_naming_the_value(argv: list[str], needle: str
 def test_cli_exit_code_2_and_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert sim_main(["--gpu", "v100"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "v100" in err
+    assert err.count("\n") == 0
+    assert "v100" in err
 
 
 def test_api_key_is_redacted_in_effective_args() -> None:
     cfg = parse_args(["--api-key", "sk-secret-123"])
     assert cfg.api_key == "sk-secret-123"
-    assert "sk-secret-123" not in repr(cfg) and "sk-secret-123" not in str(cfg.effective_args())
+    assert "sk-secret-123" not in repr(cfg)
+    assert "sk-secret-123" not in str(cfg.effective_args())

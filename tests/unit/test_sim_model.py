@@ -33,14 +33,17 @@ def test_allreduce_only_with_tensor_parallelism_and_pcie_costs_more() -> None:
 
 
 def test_gpu_profiles_rank_by_memory_bandwidth() -> None:
-    order = sorted(GPU_PROFILES, key=lambda g: StepModel.build(g, 8e9, "bf16", 1, "pcie", 0.0).decode_step_seconds(1, 1))
+    order = sorted(
+        GPU_PROFILES, key=lambda g: StepModel.build(g, 8e9, "bf16", 1, "pcie", 0.0).decode_step_seconds(1, 1)
+    )
     assert order == ["h200", "h100", "a100", "l40s"]
 
 
 def _throughput(concurrency: int, *flags: str) -> float:
     cfg = parse_args(list(flags))
-    return run_closed_loop(cfg, concurrency=concurrency, prompt=random_prompt(1, 512), output_len=128,
-                           duration_s=20, warmup_s=3).output_tokens_per_s
+    return run_closed_loop(
+        cfg, concurrency=concurrency, prompt=random_prompt(1, 512), output_len=128, duration_s=20, warmup_s=3
+    ).output_tokens_per_s
 
 
 def test_throughput_rises_with_concurrency_then_saturates() -> None:
@@ -54,12 +57,19 @@ def test_throughput_rises_with_concurrency_then_saturates() -> None:
 def test_ttft_grows_without_bound_past_the_knee() -> None:
     cfg = parse_args(["--max-num-seqs", "32"])
     prompt = random_prompt(2, 256)
-    capacity = run_closed_loop(cfg, concurrency=32, prompt=prompt, output_len=128, duration_s=20).requests_per_s
-    below = [run_open_loop(cfg, rate=0.5 * capacity, prompt=prompt, output_len=128, duration_s=d).ttft_mean_s
-             for d in (20, 40)]
-    above = [run_open_loop(cfg, rate=1.5 * capacity, prompt=prompt, output_len=128, duration_s=d).ttft_mean_s
-             for d in (20, 40)]
-    assert below[1] == pytest.approx(below[0], rel=0.5) and below[1] < 0.5  # stable below the knee
+    capacity = run_closed_loop(
+        cfg, concurrency=32, prompt=prompt, output_len=128, duration_s=20
+    ).requests_per_s
+    below = [
+        run_open_loop(cfg, rate=0.5 * capacity, prompt=prompt, output_len=128, duration_s=d).ttft_mean_s
+        for d in (20, 40)
+    ]
+    above = [
+        run_open_loop(cfg, rate=1.5 * capacity, prompt=prompt, output_len=128, duration_s=d).ttft_mean_s
+        for d in (20, 40)
+    ]
+    assert below[1] == pytest.approx(below[0], rel=0.5)
+    assert below[1] < 0.5
     assert above[0] > 10 * below[0]  # queueing past the knee
     assert above[1] > 1.6 * above[0]  # and it keeps growing the longer the overload lasts
 
@@ -68,8 +78,13 @@ def test_shared_prefix_ttft_is_lower_with_prefix_caching() -> None:
     prompt_on = shared_prefix_prompt(3, 1536, 64)
     prompt_off = shared_prefix_prompt(3, 1536, 64)
     on = run_closed_loop(parse_args([]), concurrency=16, prompt=prompt_on, output_len=64, duration_s=10)
-    off = run_closed_loop(parse_args(["--no-enable-prefix-caching"]), concurrency=16, prompt=prompt_off,
-                          output_len=64, duration_s=10)
+    off = run_closed_loop(
+        parse_args(["--no-enable-prefix-caching"]),
+        concurrency=16,
+        prompt=prompt_off,
+        output_len=64,
+        duration_s=10,
+    )
     assert on.ttft_mean_s < 0.7 * off.ttft_mean_s
 
 

@@ -25,7 +25,8 @@ def test_admission_is_bounded_by_max_num_seqs() -> None:
         s.add(_group(i, list(range(100 + i * 1000, 120 + i * 1000)), 8))
     batch = s.schedule()
     assert batch is not None
-    assert len(s.running) == 4 and len(s.waiting) == 6
+    assert len(s.running) == 4
+    assert len(s.waiting) == 6
     assert len(batch.items) == 4
 
 
@@ -46,7 +47,8 @@ def test_without_chunked_prefill_a_prompt_runs_in_one_step() -> None:
     s = _sched("--no-enable-chunked-prefill", "--max-num-batched-tokens", "512")
     s.add(_group(0, list(range(2, 1302)), 4))
     batch = s.schedule()
-    assert batch is not None and batch.new_tokens == 1300
+    assert batch is not None
+    assert batch.new_tokens == 1300
 
 
 def test_decode_adds_one_token_per_running_sequence_per_step() -> None:
@@ -55,7 +57,8 @@ def test_decode_adds_one_token_per_running_sequence_per_step() -> None:
         s.add(_group(i, list(range(i * 100, i * 100 + 10)), 5))
     s.complete(s.schedule() or _fail(), 1)  # prefill step: first tokens
     batch = s.schedule()
-    assert batch is not None and [n for _, n in batch.items] == [1, 1, 1]
+    assert batch is not None
+    assert [n for _, n in batch.items] == [1, 1, 1]
     out = s.complete(batch, 2)
     assert [seq.generated for seq in out.emitted] == [2, 2, 2]
 
@@ -90,7 +93,8 @@ def test_preemption_when_the_kv_cache_runs_out() -> None:
             break
         s.complete(batch, t)
     assert s.counters.preemptions >= 1
-    assert not s.running and not s.waiting  # both still finished, after recompute
+    assert not s.running
+    assert not s.waiting
 
 
 def test_prefix_cache_hits_skip_prefill_of_cached_blocks() -> None:
@@ -101,7 +105,8 @@ def test_prefix_cache_hits_skip_prefill_of_cached_blocks() -> None:
         s.complete(b, 1)
     s.add(_group(1, [*shared, 7, 8, 9], 2))
     batch = s.schedule()
-    assert batch is not None and batch.new_tokens == 3  # only the 3 new tokens are computed
+    assert batch is not None
+    assert batch.new_tokens == 3
     assert s.counters.cached_prompt_tokens == 160
 
 
@@ -113,13 +118,16 @@ def test_prefix_cache_off_computes_everything() -> None:
         s.complete(b, 1)
     s.add(_group(1, [*shared, 2], 2))
     batch = s.schedule()
-    assert batch is not None and batch.new_tokens == 161
+    assert batch is not None
+    assert batch.new_tokens == 161
 
 
 def test_kv_block_hashes_chain_over_prefixes() -> None:
     a = block_hashes([1, 2, 3, 4, 5, 6, 7, 8, 9], 4)
     b = block_hashes([1, 2, 3, 4, 5, 6, 7, 0, 9], 4)
-    assert len(a) == 2 and a[0] == b[0] and a[1] != b[1]
+    assert len(a) == 2
+    assert a[0] == b[0]
+    assert a[1] != b[1]
 
 
 def test_kv_evicts_least_recently_freed_cached_blocks_and_resets() -> None:
@@ -135,9 +143,12 @@ def test_kv_evicts_least_recently_freed_cached_blocks_and_resets() -> None:
     assert kv.allocate(a, hashes, 0, 3)
     kv.commit(a, hashes)
     kv.free(a)
-    assert kv.usage() == 0.0 and len(kv.evictable) == 3
+    assert kv.usage() == 0.0
+    assert len(kv.evictable) == 3
     assert kv.count_hits(hashes, 49) == 3
     b = Holder()
     assert kv.allocate(b, [], 0, 3)  # needs evictions: 1 free + 2 evicted, oldest first
-    assert kv.count_hits(hashes, 49) == 0 and len(kv.evictable) == 1
-    assert kv.reset_prefix_cache() == 1 and not kv.evictable
+    assert kv.count_hits(hashes, 49) == 0
+    assert len(kv.evictable) == 1
+    assert kv.reset_prefix_cache() == 1
+    assert not kv.evictable

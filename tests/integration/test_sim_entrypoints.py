@@ -1,0 +1,92 @@
+"""Entrypoints: EmbeddedEngine (in-process), `python -m simengine`, `loadgen sim`."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import urllib.request
+
+from click.testing import CliRunner
+
+from loadgen.cli.sim import sim
+from simengine.embedded import EmbeddedEngine
+
+
+def _get(url: str) -> tuple[int, bytes]:
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        return resp.status, resp.read()
+
+
+def _post(url: str, body: dict[str, object]) -> bytes:
+    req = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return bytes(resp.read())
+
+
+def test_embedded_engine_serves_on_a_free_loopback_port_and_stops() -> None:
+    with EmbeddedEngine(["--max-num-seqs", "8", "--time-scale", "20"]) as eng:
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+", eng.base_url)
+        assert eng.config.max_num_seqs == 8
+        body = json.loads(
+            _post(eng.base_url + "/v1/completions", {"prompt": "hi", "max_tokens": 3, "ignore_eos": True})
+        )
+        assert body["usage"]["completion_tokens"] == 3
+        url = eng.base_url
+    try:
+        _get(url + "/health")
+        raise AssertionError("server still answering after stop()")
+    except OSError:
+        pass
+
+
+def test_two_embedded_engines_run_side_by_side() -> None:
+    with EmbeddedEngine(["--personality", "sglang"]) as a, EmbeddedEngine([]) as b:
+        assert a.base_url != b.base_url
+        assert _get(a.base_url + "/get_model_info")[0] == 200
+        assert _get(b.base_url + "/version")[0] == 200
+
+
+def test_python_m_simengine_serves_and_exits_cleanly_on_sigterm() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "simengine", "--port", "0", "--personality", "sglang", "--enforce-eager"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        match = re.search(r"listening on (http://127\.0\.0\.1:\d+)", line)
+        assert match, line
+        status, body = _get(match.group(1) + "/get_server_info")
+        assert status == 200
+        assert json.loads(body)["unrecognized_args"] == {"enforce-eager": True}
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_bad_flag_exits_2_with_one_line_error() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "simengine", "--interconnect", "infiniband"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0
+    assert "infiniband" in proc.stderr
+
+
+def test_loadgen_sim_passes_engine_flags_through() -> None:
+    result = CliRunner().invoke(sim, ["--max-running-requests", "4", "--gpu", "tpu"])
+    assert result.exit_code == 2
+    assert "'tpu'" in result.output
