@@ -3,7 +3,9 @@
 One module-scoped stack: /usr/bin/prometheus with a test copy of prometheus.local.yml (1 s scrape and
 rule evaluation, targets rewritten to free loopback ports, the shipped rules), scraping
   - the simulated engine (vllm personality) and a short loadgen run against it,
-  - the exporter with fake NVML GPUs (and, when present, a replay of a scrape recorded on an H200),
+  - the exporter with fake NVML GPUs, and a replay of the exporter's scrape recorded on a real H200
+    (tests/fixtures/exporter/h200-metrics.txt; its Hostname is relabelled "h200-capture" so it can be
+    told apart from the fake GPUs of the exporter running on this same host),
   - replays of the real vLLM 0.26.0 and SGLang 0.5.14 /metrics captures (idle -> load -> after).
 Then each panel, annotation and variable query is run the way Grafana would run it (variables,
 $__rate_interval, $__interval and $__range substituted) and must return data.
@@ -48,6 +50,7 @@ from tests.integration.test_stack_support import (  # noqa: E402
 )
 
 H200_CAPTURE = FIXTURES / "exporter" / "h200-metrics.txt"
+H200_HOSTNAME = "h200-capture"
 BOARD_FILES = sorted((REPO / "grafana" / "dashboards").glob("*.json"))
 SCRAPE_S = 1
 GRAFANA_TOKEN = "glsa_stack_test"
@@ -65,7 +68,7 @@ class Stack:
     start: float
     end: float = 0.0
     instances: dict[str, str] = field(default_factory=dict)  # role -> host:port
-    h200_hostname: str | None = None
+    h200_hostname: str = H200_HOSTNAME
     grafana_requests: list[tuple[str, str, Any]] = field(default_factory=list)
     grafana_problems: list[str] = field(default_factory=list)
 
@@ -74,8 +77,9 @@ def golden_snapshots(directory: Path) -> list[Path]:
     return [directory / f"metrics_{i}_{name}.txt" for i, name in enumerate(("idle", "load", "after"))]
 
 
-def prometheus_config(ports: dict[str, list[str]]) -> dict[str, Any]:
-    """The shipped local config with test intervals and targets (jobs without one are dropped)."""
+def prometheus_config(ports: dict[str, list[str]], h200_replay: str) -> dict[str, Any]:
+    """The shipped local config with test intervals and targets (jobs without one are dropped), plus
+    the H200 capture's replay as an exporter whose Hostname label is relabelled."""
     config = yaml.safe_load((REPO / "prometheus" / "prometheus.local.yml").read_text())
     config["global"].update(
         scrape_interval=f"{SCRAPE_S}s", scrape_timeout=f"{SCRAPE_S}s", evaluation_interval=f"{SCRAPE_S}s"
@@ -87,6 +91,20 @@ def prometheus_config(ports: dict[str, list[str]]) -> dict[str, Any]:
         if targets:
             job["static_configs"] = [{"targets": targets}]
             jobs.append(job)
+    relabel = {
+        "target_label": "Hostname",
+        "replacement": H200_HOSTNAME,
+        "action": "replace",
+        "source_labels": ["Hostname"],
+        "regex": ".+",
+    }
+    jobs.append(
+        {
+            "job_name": "infergauge-exporter-h200",
+            "static_configs": [{"targets": [h200_replay]}],
+            "metric_relabel_configs": [relabel],
+        }
+    )
     config["scrape_configs"] = jobs
     return config
 
@@ -125,9 +143,9 @@ def stack() -> Iterator[Stack]:
         ReplayServer(golden_snapshots(GOLDEN_SGLANG)) as sglang,
         EmbeddedEngine(["--personality", "vllm", "--time-scale", "20", "--max-num-seqs", "64"]) as engine,
         FakeGrafana(GRAFANA_TOKEN) as grafana,
+        ReplayServer([H200_CAPTURE]) as h200,
     ):
         tmp_path = Path(tmp)
-        h200 = ReplayServer([H200_CAPTURE]) if H200_CAPTURE.is_file() else None
         exporter_port, loadgen_port, prom_port = free_port(), free_port(), free_port()
         exporter = subprocess.Popen(
             [
@@ -159,20 +177,17 @@ def stack() -> Iterator[Stack]:
             "exporter": f"127.0.0.1:{exporter_port}",
             "loadgen": f"127.0.0.1:{loadgen_port}",
         }
-        exporters = [instances["exporter"]]
-        if h200 is not None:
-            h200.start()
-            instances["h200"] = h200.instance
-            exporters.append(h200.instance)
+        instances["h200"] = h200.instance
         config = prometheus_config(
             {
                 "loadgen": [instances["loadgen"]],
-                "infergauge-exporter": exporters,
+                "infergauge-exporter": [instances["exporter"]],
                 "vllm": [vllm.instance],
                 "sglang": [sglang.instance],
                 "simengine": [engine_inst],
                 "prometheus": [f"127.0.0.1:{prom_port}"],
-            }
+            },
+            h200.instance,
         )
         (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
         prom = start_prometheus(tmp_path / "prometheus.yml", prom_port, tmp_path / "tsdb")
@@ -199,21 +214,12 @@ def stack() -> Iterator[Stack]:
             wait_for(lambda: vllm.served >= 3 and sglang.served >= 3, 10)
             stack = Stack(url, result.run_id, result.summary, start, time.time() + 1, instances)
             stack.grafana_requests, stack.grafana_problems = grafana.requests, grafana.problems
-            if h200 is not None:
-                stack.h200_hostname = _hostname_of(url, h200.instance)
             yield stack
         finally:
             prom.terminate()
             prom.wait(timeout=10)
             exporter.terminate()
             exporter.wait(timeout=10)
-            if h200 is not None:
-                h200.stop()
-
-
-def _hostname_of(url: str, instance: str) -> str:
-    result = prom_get(url, "query", query=f'DCGM_FI_DEV_GPU_UTIL{{instance="{instance}"}}')
-    return str(result[0]["metric"]["Hostname"])
 
 
 def variable_choices(stack: Stack, board: dict[str, Any]) -> dict[str, str]:
@@ -227,8 +233,6 @@ def variable_choices(stack: Stack, board: dict[str, Any]) -> dict[str, str]:
     values["run_id"] = stack.run_id
     if board["uid"].startswith("infergauge-engine-"):  # engine panels must work on the REAL engines' names
         values["instance"] = stack.instances["vllm" if board["uid"].endswith("vllm") else "sglang"]
-    if board["uid"] == "infergauge-gpu-host" and stack.h200_hostname:  # GPU panels on the real H200 scrape
-        values["Hostname"] = stack.h200_hostname
     return values
 
 
@@ -347,3 +351,25 @@ def test_the_run_is_annotated_in_grafana(stack: Stack) -> None:
     assert "infergauge" in start["tags"]
     assert end["timeEnd"] > end["time"]
     assert stack.grafana_problems == []
+
+
+def test_gpu_panels_answer_from_the_real_h200_scrape(stack: Stack) -> None:
+    # Only the H200 capture's series (Hostname="h200-capture"): the GPU panels of the GPU host and
+    # live run dashboards must work on what the exporter really emitted on a GPU, not only on fakes.
+    one_gpu = prom_get(stack.url, "query", query=f'count(DCGM_FI_DEV_GPU_UTIL{{Hostname="{H200_HOSTNAME}"}})')
+    assert one_gpu[0]["value"][1] == "1"
+    single_gpu_has_no_peers = {"Interconnect (topology)"}
+    empty = []
+    for name in ("gpu-host.json", "run-live.json"):
+        board = json.loads((REPO / "grafana" / "dashboards" / name).read_text())
+        values = {**variable_choices(stack, board), "Hostname": H200_HOSTNAME}
+        for query in iter_queries(board):
+            if (
+                query.kind != "panel"
+                or "$Hostname" not in query.expr
+                or query.title in single_gpu_has_no_peers
+            ):
+                continue
+            if not has_data(run_query(stack, query, values)):
+                empty.append(f"{name} {query.title!r}: {query.expr}")
+    assert empty == []
