@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .panels import Json, dashboard, query_var, row, table, target, targets, timeseries
+from .board import dashboard, query_var
+from .panels import Json, row, table, target, targets, timeseries
 
 V = 'instance=~"$instance", model_name=~"$model_name"'
 

@@ -13,8 +13,24 @@ from dataclasses import dataclass
 from typing import Any
 
 PROMQL_KEYWORDS = frozenset(
-    {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and", "or", "unless", "offset",
-     "inf", "nan", "Inf", "NaN", "atan2"}
+    {
+        "by",
+        "without",
+        "on",
+        "ignoring",
+        "group_left",
+        "group_right",
+        "bool",
+        "and",
+        "or",
+        "unless",
+        "offset",
+        "inf",
+        "nan",
+        "Inf",
+        "NaN",
+        "atan2",
+    }
 )
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'')
 _NAME_MATCHER = re.compile(r'__name__\s*=~?\s*"([^"]*)"')

@@ -2,18 +2,8 @@
 
 from __future__ import annotations
 
-from .panels import (
-    Json,
-    barchart,
-    dashboard,
-    query_var,
-    run_boundary_annotations,
-    table,
-    target,
-    text,
-    timeseries,
-    xychart,
-)
+from .board import dashboard, query_var, run_boundary_annotations
+from .panels import Json, barchart, table, target, text, timeseries, xychart
 
 SEL = 'target=~"$target", scenario=~"$scenario", model=~"$model"'
 

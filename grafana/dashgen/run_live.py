@@ -2,19 +2,8 @@
 
 from __future__ import annotations
 
-from .panels import (
-    Json,
-    dashboard,
-    heatmap,
-    query_var,
-    row,
-    run_boundary_annotations,
-    stat,
-    target,
-    targets,
-    textbox_var,
-    timeseries,
-)
+from .board import dashboard, query_var, run_boundary_annotations, textbox_var
+from .panels import Json, heatmap, row, stat, target, targets, timeseries
 
 RUN = 'run_id="$run_id"'
 ENGINE = 'instance=~"$engine_instance"'

@@ -1,0 +1,149 @@
+"""Dashboard-level builders: template variables, run-boundary annotations, layout, the dashboard."""
+
+from __future__ import annotations
+
+from .panels import DS, GRAFANA_DS, SCHEMA_VERSION, Json
+
+
+def query_var(
+    name: str, label: str, query: str, *, multi: bool = False, include_all: bool = False, sort: int = 1
+) -> Json:
+    """A template variable filled by `label_values(...)`, refreshed on time-range change."""
+    return {
+        "name": name,
+        "label": label,
+        "type": "query",
+        "datasource": DS,
+        "query": {"query": query, "refId": f"{name}-query", "qryType": 1},
+        "definition": query,
+        "refresh": 2,
+        "sort": sort,
+        "multi": multi,
+        "includeAll": include_all,
+        "allValue": ".*" if include_all else None,
+        "current": {},
+        "options": [],
+        "hide": 0,
+        "regex": "",
+    }
+
+
+def textbox_var(name: str, label: str, default: str) -> Json:
+    """A free-text variable (SLO thresholds in seconds)."""
+    return {
+        "name": name,
+        "label": label,
+        "type": "textbox",
+        "query": default,
+        "hide": 0,
+        "current": {"text": default, "value": default},
+        "options": [{"selected": True, "text": default, "value": default}],
+    }
+
+
+def _layout(panels: list[Json]) -> list[Json]:
+    """Give panels ids and gridPos, left to right, wrapping at Grafana's 24 columns."""
+    out: list[Json] = []
+    x = y = row_h = 0
+    for pid, panel in enumerate(panels, start=1):
+        w, h = panel.pop("_size")
+        if x + w > 24 or panel["type"] == "row":
+            x, y, row_h = 0, y + row_h, 0
+        panel = {"id": pid, "gridPos": {"x": x, "y": y, "w": w, "h": h}, **panel}
+        out.append(panel)
+        x += w
+        row_h = max(row_h, h)
+        if panel["type"] == "row":
+            x, y, row_h = 0, y + h, 0
+    return out
+
+
+def dashboard(
+    uid: str,
+    title: str,
+    panels: list[Json],
+    *,
+    desc: str,
+    variables: list[Json],
+    annotations: list[Json] | None = None,
+    time_from: str = "now-1h",
+    refresh: str = "10s",
+    tags: tuple[str, ...] = (),
+) -> Json:
+    """A complete dashboard ready for file provisioning (stable uid, no __inputs)."""
+    builtin = {
+        "builtIn": 1,
+        "datasource": GRAFANA_DS,
+        "enable": True,
+        "hide": True,
+        "iconColor": "rgba(0, 211, 255, 1)",
+        "name": "Annotations & Alerts",
+        "type": "dashboard",
+    }
+    return {
+        "uid": uid,
+        "title": title,
+        "description": desc,
+        "tags": ["infergauge", *tags],
+        "timezone": "utc",
+        "editable": True,
+        "graphTooltip": 1,
+        "schemaVersion": SCHEMA_VERSION,
+        "version": 1,
+        "refresh": refresh,
+        "time": {"from": time_from, "to": "now"},
+        "timepicker": {},
+        "fiscalYearStartMonth": 0,
+        "liveNow": False,
+        "weekStart": "",
+        "links": [
+            {
+                "type": "dashboards",
+                "tags": ["infergauge"],
+                "asDropdown": True,
+                "title": "infergauge",
+                "includeVars": False,
+                "keepTime": True,
+                "icon": "external link",
+                "targetBlank": False,
+                "tooltip": "",
+                "url": "",
+            }
+        ],
+        "annotations": {"list": [builtin, *(annotations or [])]},
+        "templating": {"list": variables},
+        "panels": _layout(panels),
+    }
+
+
+def run_boundary_annotations(run_filter: str) -> list[Json]:
+    """Run start/end markers from Prometheus alone, plus the ones loadgen posts to Grafana's API."""
+
+    def prom(name: str, metric: str, color: str, word: str) -> Json:
+        return {
+            "name": name,
+            "datasource": DS,
+            "enable": True,
+            "hide": False,
+            "iconColor": color,
+            "expr": f"max by (run_id, target, scenario) ({metric}{{{run_filter}}} > 0) * 1000",
+            "step": "5s",
+            "useValueForTime": True,
+            "titleFormat": f"run {{{{run_id}}}} {word}",
+            "textFormat": "target {{target}}, scenario {{scenario}}",
+            "tagKeys": "run_id,target,scenario",
+        }
+
+    api = {
+        "name": "loadgen annotations (Grafana API)",
+        "datasource": GRAFANA_DS,
+        "enable": True,
+        "hide": False,
+        "iconColor": "purple",
+        "target": {"type": "tags", "tags": ["infergauge"], "matchAny": True, "limit": 100},
+    }
+    return [
+        prom("Run start (Prometheus)", "loadgen_run_start_timestamp_seconds", "green", "start"),
+        prom("Run end (Prometheus)", "loadgen_run_end_timestamp_seconds", "red", "end"),
+        api,
+    ]
