@@ -169,6 +169,8 @@ async def serve(request: web.Request, p: Personality, *, chat: bool) -> web.Stre
         )
     except BadRequest as exc:
         return p.error(400, str(exc), "BadRequestError", exc.param)
+    requested = body.get("model") if isinstance(body.get("model"), str) else None
+    group.params["model"] = p.response_model(requested)
     faults = state.faults.draw(group.seqs[0].target_len)
     if faults.error:
         return p.error(500, "Simulated internal error (--fault-error-rate).", "InternalServerError")
@@ -205,7 +207,7 @@ async def _stream(
         style,
         group.request_id,
         int(time.time()),
-        state.cfg.served_model_name,
+        group.params["model"],
         p.fingerprint(),
         req.continuous_usage,
     )

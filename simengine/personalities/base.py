@@ -55,6 +55,10 @@ class Personality:
         """The response to a request naming another model (None = serve it anyway, as SGLang does)."""
         return None
 
+    def response_model(self, requested: str | None) -> str:
+        """The `model` field of responses: the served name (SGLang echoes whatever was asked)."""
+        return self.state.cfg.served_model_name
+
     def check_length(self, prompt_len: int, max_tokens: int | None, chat: bool) -> LengthCheck:
         raise NotImplementedError
 

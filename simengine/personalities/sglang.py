@@ -79,6 +79,9 @@ class SglangPersonality(Personality):
             {"object": "error", "message": message, "type": err_type, "param": param, "code": status}, status
         )
 
+    def response_model(self, requested: str | None) -> str:
+        return requested or self.state.cfg.served_model_name
+
     def check_length(self, prompt_len: int, max_tokens: int | None, chat: bool) -> LengthCheck:
         limit = self.state.cfg.max_model_len
         if prompt_len >= limit:
@@ -124,7 +127,7 @@ class SglangPersonality(Personality):
             "id": group.request_id,
             "object": "chat.completion" if chat else "text_completion",
             "created": created,
-            "model": self.state.cfg.served_model_name,
+            "model": group.params.get("model", self.state.cfg.served_model_name),
             "choices": choices,
             "usage": {
                 "prompt_tokens": p,
@@ -150,6 +153,8 @@ class SglangPersonality(Personality):
             "max_total_num_tokens": cfg.kv_cache_tokens,
             "internal_states": [internal],
             "version": cfg.engine_version,
+            "engine": "simengine",
+            "simulated": True,
             "unrecognized_args": cfg.extra_args,
         }
 

@@ -273,6 +273,8 @@ class VllmPersonality(Personality):
                         "gpu": state.cfg.gpu,
                     },
                     "server_args": vllm_server_args(state.cfg),
+                    "engine": "simengine",
+                    "simulated": True,
                     "unrecognized_args": state.cfg.extra_args,
                 }
             )

@@ -183,6 +183,7 @@ async def test_sglang_errors_match_the_golden_bodies() -> None:
         req = golden_request("sglang", "json_error_bad_model")  # SGLang serves any model name (200)
         resp = await client.post(req["path"], json=dict(req["body"], ignore_eos=True))
         assert resp.status == 200
+        assert (await resp.json())["model"] == "no-such-model"  # and echoes it, as the capture shows
     finally:
         await client.close()
 
