@@ -11,7 +11,15 @@ import click
 from loadgen.cli.run import OneLineErrors
 from loadgen.config import ConfigError
 from loadgen.experiments.capacity import CapacityResult, SearchSettings, search_capacity
-from loadgen.experiments.cliopts import CONTEXT, base_config, echo_err, split_params, with_run_options
+from loadgen.experiments.cliopts import (
+    CONTEXT,
+    base_config,
+    echo_err,
+    runner_for,
+    split_params,
+    with_run_options,
+)
+from loadgen.experiments.loads import make_measure
 from loadgen.experiments.slo import SloError, format_seconds, parse_objective
 from loadgen.experiments.state import ExperimentState, experiment_dir, new_experiment_id
 from loadgen.experiments.tables import render
@@ -71,10 +79,10 @@ def capacity(ctx: click.Context, **params: Any) -> None:
                               max_steps=own["max_steps"], max_time_s=own["max_time"], integer=integer,
                               resolution=own["resolution"] or (1.0 if integer else own["start"] * 0.05))
     experiment_id = new_experiment_id()
-    base = base_config(run_params, list(ctx.args), experiment_id, [objective])
+    base = base_config(run_params, list(ctx.args), experiment_id, [objective], own["kind"], own["start"])
     state = ExperimentState(experiment_id, experiment_dir(base.results_dir, experiment_id), name="capacity",
                             purpose=f"capacity at {objective.label} over {own['kind']}")
-    measure = _measure(base, own["kind"], state)
+    measure = make_measure(base, own["kind"], state, runner_for(run_params), "capacity", echo_err)
     try:
         result = search_capacity(measure, objective, settings)
     except KeyboardInterrupt:
@@ -91,13 +99,6 @@ def capacity(ctx: click.Context, **params: Any) -> None:
     click.echo(steps_table(result))
     click.echo(verdict(result, "concurrency" if integer else "rate"))
     click.echo(f"report: loadgen report {experiment_id} --results-dir {base.results_dir}", err=True)
-
-
-def _measure(base: Any, kind: str, state: ExperimentState) -> Any:
-    from loadgen.experiments.loads import make_measure
-    from loadgen.runner import run_benchmark_sync
-
-    return make_measure(base, kind, state, run_benchmark_sync, "capacity", echo_err)
 
 
 with_run_options(capacity)

@@ -10,7 +10,14 @@ import click
 
 from loadgen.cli.run import OneLineErrors
 from loadgen.config import ConfigError
-from loadgen.experiments.cliopts import CONTEXT, base_config, echo_err, split_params, with_run_options
+from loadgen.experiments.cliopts import (
+    CONTEXT,
+    base_config,
+    echo_err,
+    runner_for,
+    split_params,
+    with_run_options,
+)
 from loadgen.experiments.knee import KNEE_METHOD, find_knee, throughput_at_sla
 from loadgen.experiments.loads import make_measure, parse_loads
 from loadgen.experiments.points import Point
@@ -50,8 +57,6 @@ def summary_lines(points: list[Point], objectives: list[Objective], threshold: f
 @click.pass_context
 def sweep(ctx: click.Context, **params: Any) -> None:
     """Sweep the load: `loadgen sweep --concurrency 1,8,16 --slo e2e_p99=500ms` (+ `loadgen run` options)."""
-    from loadgen.runner import run_benchmark_sync
-
     own, run_params = split_params(params, OWN)
     if bool(own["concurrency"]) == bool(own["rate_list"]):
         raise click.UsageError("give exactly one of --concurrency 1,8,16 or --rate 1,2,4")
@@ -62,10 +67,10 @@ def sweep(ctx: click.Context, **params: Any) -> None:
     except (ConfigError, SloError) as exc:
         raise click.UsageError(str(exc)) from None
     experiment_id = new_experiment_id()
-    base = base_config(run_params, list(ctx.args), experiment_id, objectives)
+    base = base_config(run_params, list(ctx.args), experiment_id, objectives, kind, loads[0])
     state = ExperimentState(experiment_id, experiment_dir(base.results_dir, experiment_id), name="sweep",
                             purpose=f"{kind} sweep {','.join(f'{v:g}' for v in loads)}")
-    measure = make_measure(base, kind, state, run_benchmark_sync, "sweep", echo_err)
+    measure = make_measure(base, kind, state, runner_for(run_params), "sweep", echo_err)
     points: list[Point] = []
     try:
         points.extend(measure(load) for load in loads)

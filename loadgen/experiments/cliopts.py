@@ -17,7 +17,7 @@ from loadgen.config import ConfigError, RunConfig
 from loadgen.experiments.slo import Objective
 
 # The load is varied by the command; `--slo` takes percentile objectives here (ttft_p99=300ms).
-VARIED = ("rate", "max_concurrency", "json_output", "experiment_id", "quiet", "slo")
+VARIED = ("rate", "max_concurrency", "json_output", "experiment_id", "slo")
 CONTEXT = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": ["-h", "--help"]}
 
 
@@ -36,17 +36,28 @@ def split_params(params: dict[str, Any], own: tuple[str, ...]) -> tuple[dict[str
 
 
 def base_config(run_params: dict[str, Any], extra: list[str], experiment_id: str,
-                objectives: list[Objective]) -> RunConfig:
+                objectives: list[Objective], kind: str, first_load: float) -> RunConfig:
     """The RunConfig every point starts from: linger 0 unless given; the objectives' limits become
     the per-request goodput SLO (a request counts when its TTFT/TPOT/E2E is within the limit)."""
     if run_params.get("linger") is None:
         run_params = {**run_params, "linger": 0.0}
+    # validate with the first point's load in place (each point replaces it)
+    load = {"max_concurrency": int(first_load)} if kind == "concurrency" else {"rate": str(first_load)}
+    run_params = {**run_params, **load}
     try:
         config = build_config(run_params, extra, os.environ)
         slo = {o.summary_key: o.limit_s for o in objectives if o.metric in ("ttft", "tpot", "e2e")}
         return dataclasses.replace(config, experiment_id=experiment_id, slo={**config.slo, **slo})
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
+
+
+def runner_for(run_params: dict[str, Any]) -> Callable[[RunConfig], Any]:
+    """run_benchmark_sync with the progress display unless --quiet."""
+    from loadgen.runner import run_benchmark_sync
+
+    quiet = bool(run_params.get("quiet"))
+    return lambda config: run_benchmark_sync(config, progress=not quiet)
 
 
 def echo_err(message: str) -> None:

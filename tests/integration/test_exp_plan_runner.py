@@ -1,0 +1,175 @@
+"""The plan runner end to end: launched simulated engines restarted between runs, external ones
+flushed, engines that never become healthy, and interrupted experiments that resume."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from loadgen.cli.experiment import experiment
+from loadgen.config import RunConfig
+from loadgen.experiments.plan import parse_plan
+from loadgen.experiments.runner import ExperimentInterrupted, ExperimentRunner, ExperimentStopped
+from loadgen.experiments.state import ExperimentState, experiment_dir, load_state
+from loadgen.results import load_run
+from loadgen.runner import RunResult, run_benchmark_sync
+from simengine.embedded import EmbeddedEngine
+
+SIM = "python -m simengine --personality {personality} --port {{port}} --time-scale 20"
+DEFAULTS = "defaults: {num_prompts: 8, seed: 7, metrics_port: 0, profile: short}\n"
+
+
+def _plan(tmp_path: Path, engines: str, phases: str = "", extra: str = ""):
+    phases = phases or "phases:\n  - {name: p, kind: baseline, workloads: [short], concurrency: [2, 4]}\n"
+    text = f"name: t\nresults_dir: {tmp_path}\n{extra}{DEFAULTS}engines:\n{engines}{phases}"
+    return parse_plan(text, "plan.yaml")
+
+
+def _run(plan, tmp_path: Path, experiment_id: str = "exp-test", run_fn=None) -> ExperimentState:
+    state = ExperimentState(experiment_id, experiment_dir(tmp_path, experiment_id), plan.name)
+    fn = run_fn or (lambda config: run_benchmark_sync(config, progress=False))
+    return ExperimentRunner(plan, state, run_fn=fn, log=lambda _: None).run()
+
+
+def _manifests(tmp_path: Path, state: ExperimentState) -> list[dict]:
+    return [load_run(tmp_path, run_id).manifest for run_id in state.run_ids()]
+
+
+@pytest.fixture
+def sglang_engine() -> Iterator[EmbeddedEngine]:
+    with EmbeddedEngine(["--personality", "sglang", "--time-scale", "20"]) as engine:
+        yield engine
+
+
+def test_launched_engine_is_restarted_before_every_run(tmp_path):
+    engines = (f"  sim:\n    kind: launch\n    command: {SIM.format(personality='vllm')}\n"
+               "    params: {max_num_seqs: 4}\n    health_timeout_s: 30\n")
+    state = _run(_plan(tmp_path, engines), tmp_path)
+    assert state.status == "done"
+    manifests = _manifests(tmp_path, state)
+    assert len(manifests) == 2
+    for manifest in manifests:
+        assert manifest["cache"]["flushed"] is True
+        assert manifest["cache"]["method"] == "restart"
+        assert manifest["engine"]["params"]["max_num_seqs"] == 4
+        command = manifest["engine"]["launch_command"]
+        assert command[command.index("--max-num-seqs") + 1] == "4"
+        assert manifest["experiment"]["id"] == "exp-test"
+        assert manifest["experiment"]["phase"] == "p"
+    log = (state.directory / "engine-sim.log").read_text()
+    assert log.count("# ") == 2  # one launch line per run: restarted
+
+
+def test_kept_engine_is_flushed_between_runs(tmp_path):
+    engines = (f"  sim:\n    kind: launch\n    command: {SIM.format(personality='vllm')}\n"
+               "    restart_between_runs: false\n")
+    state = _run(_plan(tmp_path, engines), tmp_path)
+    first, second = _manifests(tmp_path, state)
+    assert first["cache"]["method"] == "restart"
+    assert second["cache"] == {"flushed": True, "method": "POST /reset_prefix_cache",
+                               "detail": second["cache"]["detail"]}
+    assert (state.directory / "engine-sim.log").read_text().count("# ") == 1
+
+
+def test_external_engines_are_flushed_or_marked(tmp_path, sglang_engine):
+    url = sglang_engine.base_url
+    engines = (f"  sgl:\n    kind: external\n    target: sglang\n    base_url: {url}\n"
+               f"  generic:\n    kind: external\n    target: openai\n    base_url: {url}\n")
+    phases = "phases:\n  - {name: p, kind: baseline, workloads: [short], concurrency: [2]}\n"
+    state = _run(_plan(tmp_path, engines, phases), tmp_path)
+    sgl, generic = _manifests(tmp_path, state)
+    assert sgl["cache"]["flushed"] is True
+    assert sgl["cache"]["method"] == "POST /flush_cache"
+    assert generic["cache"]["flushed"] is False
+    assert "no prefix-cache flush" in generic["cache"]["detail"]
+    (state.directory / "plan.yaml").write_text(_plan_text_for_status(tmp_path, engines, phases))
+    status = CliRunner().invoke(experiment, ["status", "exp-test", "--results-dir", str(tmp_path)])
+    assert status.exit_code == 0, status.output
+    assert "NO (none)" in status.stdout
+    assert "yes (POST /flush_cache)" in status.stdout
+
+
+def _plan_text_for_status(tmp_path: Path, engines: str, phases: str) -> str:
+    return f"name: t\nresults_dir: {tmp_path}\n{DEFAULTS}engines:\n{engines}{phases}"
+
+
+NEVER_HEALTHY = ('  broken:\n    kind: launch\n    target: vllm\n    command: [python, -c, "import time; '
+                 'time.sleep(30)"]\n    health_timeout_s: 1\n')
+EXITS = '  crashing:\n    kind: launch\n    target: vllm\n    command: [python, -c, "raise SystemExit(3)"]\n'
+
+
+def test_engine_that_never_becomes_healthy_fails_its_runs_and_the_plan_continues(tmp_path, sglang_engine):
+    good = f"  sgl:\n    kind: external\n    target: sglang\n    base_url: {sglang_engine.base_url}\n"
+    state = _run(_plan(tmp_path, NEVER_HEALTHY + EXITS + good), tmp_path)
+    runs = state.runs
+    broken = [v for k, v in runs.items() if "/broken/" in k]
+    assert broken[0]["status"] == "failed"
+    assert "not healthy" in broken[0]["error"]
+    assert "after 1 s" in broken[0]["error"]
+    assert broken[1]["status"] == "skipped"
+    crashing = [v for k, v in runs.items() if "/crashing/" in k]
+    assert "exited with code 3" in crashing[0]["error"]
+    assert [v["status"] for k, v in runs.items() if "/sgl/" in k] == ["done", "done"]
+
+
+def test_engine_failure_stops_the_plan_when_configured(tmp_path, sglang_engine):
+    good = f"  sgl:\n    kind: external\n    target: sglang\n    base_url: {sglang_engine.base_url}\n"
+    plan = _plan(tmp_path, EXITS + good, extra="on_engine_failure: stop\n")
+    with pytest.raises(ExperimentStopped, match="exited with code 3"):
+        _run(plan, tmp_path)
+    state = load_state(tmp_path, "exp-test")
+    assert state.status == "stopped"
+    assert not state.run_ids()
+
+
+def test_interrupted_experiment_keeps_finished_runs_and_resumes(tmp_path, sglang_engine):
+    good = f"  sgl:\n    kind: external\n    target: sglang\n    base_url: {sglang_engine.base_url}\n"
+    phases = "phases:\n  - {name: p, kind: baseline, workloads: [short], concurrency: [1, 2, 4]}\n"
+    plan = _plan(tmp_path, good, phases)
+    calls: list[int] = []
+
+    def interrupt_second(config: RunConfig) -> RunResult:
+        calls.append(config.max_concurrency or 0)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # Ctrl-C between runs
+        return run_benchmark_sync(config, progress=False)
+
+    with pytest.raises(ExperimentInterrupted, match="loadgen experiment resume exp-test"):
+        _run(plan, tmp_path, run_fn=interrupt_second)
+    state = load_state(tmp_path, "exp-test")
+    assert state.status == "interrupted"
+    kept = state.run_ids()
+    assert len(kept) == 1
+    resumed_loads: list[int] = []
+
+    def record(config: RunConfig) -> RunResult:
+        resumed_loads.append(config.max_concurrency or 0)
+        return run_benchmark_sync(config, progress=False)
+
+    runner = ExperimentRunner(plan, state, run_fn=record, log=lambda _: None)
+    final = runner.run()
+    assert final.status == "done"
+    assert resumed_loads == [2, 4]  # the finished run is not repeated
+    assert final.run_ids()[0] == kept[0]
+    assert len(final.run_ids()) == 3
+    saved = json.loads((state.directory / "state.json").read_text())
+    assert saved["status"] == "done"
+
+
+def test_cli_rejects_bad_plans_before_anything_runs(tmp_path):
+    plan = tmp_path / "bad.yaml"
+    plan.write_text("name: t\nengines:\n  a: {kind: external, base_url: 'http://127.0.0.1:1', target: vllm}\n"
+                    "phases:\n  - {name: p, kind: baseline, concurrency: [0]}\n"
+                    "  - {name: q, kind: nope, rate: [1]}\n")
+    result = CliRunner().invoke(experiment, ["run", str(plan), "--results-dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert f"{plan}:5: concurrency values must be positive integers, got 0" in result.output
+    assert f"{plan}:6: invalid phase 'q' kind 'nope'" in result.output
+    assert not (tmp_path / "experiments").exists()
+    missing = CliRunner().invoke(experiment, ["resume", "exp-nope", "--results-dir", str(tmp_path)])
+    assert missing.exit_code == 2
+    assert "no experiment 'exp-nope'" in missing.output
