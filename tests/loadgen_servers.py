@@ -23,6 +23,7 @@ from typing import Any
 
 from aiohttp import web
 
+SENT: web.AppKey[list[list[int]]] = web.AppKey("sent", list)  # golden replay: write stamps per request
 BEHAVIOURS = ("ok", "http_error", "stall", "disconnect", "malformed", "no_usage", "no_done")
 
 
@@ -166,7 +167,7 @@ def golden_replay_app(
     app.router.add_post("/v1/completions", handle)
     app.router.add_post("/v1/chat/completions", handle)
     app.router.add_get("/v1/models", _json_handler(models_body))
-    app["sent"] = sent
+    app[SENT] = sent
     return app
 
 
