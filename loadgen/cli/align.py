@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from loadgen.experiments.align import AlignError, compare_params, translate
+from loadgen.experiments.align import AlignError, compare_params, translate, undecided
 from loadgen.experiments.tables import render
 
 
@@ -27,11 +27,13 @@ def _check(a: str, b: str, results_dir: str, exporters: tuple[str | None, str | 
     click.echo(f"B: {fb.label} ({fb.engine} {fb.version or ''}, from {fb.source})")
     rows = [[name, str(x), str(y)] for name, x, y in identity_differences(fa, fb)]
     rows += [[d.param, str(d.a), str(d.b)] for d in compare_params(fa.params, fb.params)]
+    for name in undecided(fa.params, fb.params):
+        click.echo(f"warning: {name} is 'auto' (the engine decides at start-up): set it on both")
     if not rows:
         click.echo("aligned: every effective parameter is the same")
         return 0
     click.echo(render(["parameter", "A", "B"], rows, left=(0, 1, 2)))
-    click.echo(f"{len(rows)} differences ('auto' means the engine decides at start-up: set it explicitly)")
+    click.echo(f"{len(rows)} differences")
     return 1
 
 

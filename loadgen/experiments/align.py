@@ -143,8 +143,12 @@ class ParamDifference:
 
 
 def compare_params(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[ParamDifference]:
-    """Neutral parameters that differ (AUTO on either side counts as unknown and is reported)."""
+    """Neutral parameters whose values differ (neutral vocabulary order, then any others)."""
     keys = [k for k in NEUTRAL_PARAMS if k in a or k in b]
     keys += sorted((set(a) | set(b)) - set(NEUTRAL_PARAMS))
-    return [ParamDifference(k, a.get(k), b.get(k)) for k in keys
-            if a.get(k) != b.get(k) or a.get(k) == AUTO]
+    return [ParamDifference(k, a.get(k), b.get(k)) for k in keys if a.get(k) != b.get(k)]
+
+
+def undecided(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    """Parameters either side leaves to the engine ('auto' from a launch line without the flag)."""
+    return [k for k in DECIDED_DIFFERENTLY if a.get(k) == AUTO or b.get(k) == AUTO]

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from loadgen.cli.align import align
-from loadgen.experiments.align import AlignError, compare_params, translate
+from loadgen.experiments.align import AlignError, compare_params, translate, undecided
 from tests.conftest import GOLDEN_SGLANG, GOLDEN_VLLM
 
 SEED_VLLM = ("vllm serve m --tensor-parallel-size 2 --max-num-seqs 128 --gpu-memory-utilization 0.90 "
@@ -58,9 +58,10 @@ def test_api_key_is_redacted_and_bad_lines_rejected():
 
 
 def test_compare_params_reports_differences_and_auto():
-    diffs = compare_params({"max_num_seqs": 64, "block_size": 16, "dtype": "auto"},
-                           {"max_num_seqs": 8, "block_size": 16, "dtype": "auto"})
-    assert [(d.param, d.a, d.b) for d in diffs] == [("max_num_seqs", 64, 8), ("dtype", "auto", "auto")]
+    diffs = compare_params({"max_num_seqs": 64, "block_size": 16, "max_num_batched_tokens": "auto"},
+                           {"max_num_seqs": 8, "block_size": 16, "max_num_batched_tokens": "auto"})
+    assert [(d.param, d.a, d.b) for d in diffs] == [("max_num_seqs", 64, 8)]
+    assert undecided({"max_num_batched_tokens": "auto"}, {}) == ["max_num_batched_tokens"]
 
 
 def test_cli_translates_and_exits_2_on_bad_input():
