@@ -14,7 +14,7 @@ def query_var(
         "label": label,
         "type": "query",
         "datasource": DS,
-        "query": {"query": query, "refId": f"{name}-query", "qryType": 1},
+        "query": query,  # a plain string: what Grafana runs for grafonnet-style provisioned dashboards
         "definition": query,
         "refresh": 2,
         "sort": sort,
