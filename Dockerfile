@@ -12,9 +12,10 @@ COPY loadgen ./loadgen
 COPY simengine ./simengine
 COPY exporter ./exporter
 COPY grafana/dashboards ./grafana/dashboards
-RUN pip install . && useradd --system --uid 10001 infergauge && mkdir -p /results && chown infergauge /results
+RUN pip install . && useradd --system --uid 10001 infergauge && mkdir -p /work/results && chown -R infergauge /work
 
 USER infergauge
-WORKDIR /results
+# loadgen writes results/<run_id>/ under the working directory (compose mounts ./results here)
+WORKDIR /work
 EXPOSE 9402 9403 8000
 CMD ["infergauge-exporter", "--host", "0.0.0.0", "--port", "9402"]

@@ -9,7 +9,12 @@ from urllib.parse import urlsplit
 
 import click
 
-DEFAULT_DIR = Path(__file__).resolve().parents[2] / "grafana" / "dashboards"
+# a source checkout (editable install), the current directory, then the Docker image's copy
+DASHBOARD_DIRS = (
+    Path(__file__).resolve().parents[2] / "grafana" / "dashboards",
+    Path("grafana") / "dashboards",
+    Path("/opt/infergauge/grafana/dashboards"),
+)
 DATASOURCE_UID = "infergauge-prometheus"  # the uid grafana/provisioning/datasources/prometheus.yml gives
 TIMEOUT_S = 10.0
 
@@ -89,13 +94,14 @@ def grafana() -> None:
     "--dir",
     "directory",
     type=click.Path(path_type=Path),
-    default=DEFAULT_DIR,
-    show_default=True,
-    help="Directory of dashboard JSON files.",
+    default=None,
+    help="Directory of dashboard JSON files [default: the checkout's or image's grafana/dashboards].",
 )
-def push(url: str, token: str | None, folder: str, datasource_uid: str, directory: Path) -> None:
+def push(url: str, token: str | None, folder: str, datasource_uid: str, directory: Path | None) -> None:
     """Upload every dashboard JSON to an existing Grafana, overwriting by uid."""
     _check_url(url)
+    if directory is None:
+        directory = next((d for d in DASHBOARD_DIRS if d.is_dir()), DASHBOARD_DIRS[0])
     if not directory.is_dir():
         raise click.BadParameter(f"{str(directory)!r} is not a directory", param_hint="--dir")
     boards = load_dashboards(directory)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ TAGS = ["loadgen", "run_id:20261129T193000Z-ab12", "target:vllm", "scenario:rand
 
 
 @pytest.fixture
-def fake_grafana() -> FakeGrafana:
+def fake_grafana() -> Iterator[FakeGrafana]:
     with FakeGrafana(TOKEN) as server:
         yield server
 
