@@ -33,6 +33,7 @@ OUTPUT_TOKENS = 256
 class Point:
     streams: int
     tokens_per_s: float
+    engine_cpu: float  # share of one core the engine process used during the window
     lateness_p50_ms: float
     lateness_p99_ms: float
     steps: int
@@ -100,7 +101,14 @@ def _request_bytes(port: int, output_tokens: int) -> bytes:
     return head + body
 
 
-async def _measure(port: int, streams: int, warmup_s: float, window_s: float) -> Point:
+def _cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (Linux /proc), in seconds."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _measure(port: int, pid: int, streams: int, warmup_s: float, window_s: float) -> Point:
     loop = asyncio.get_running_loop()
     counter = [0]
     # output lengths vary around OUTPUT_TOKENS so streams do not finish (and re-arrive) in lockstep
@@ -114,16 +122,19 @@ async def _measure(port: int, streams: int, warmup_s: float, window_s: float) ->
             await asyncio.sleep(0.05)  # stagger arrivals
     await asyncio.sleep(warmup_s)
     await loop.run_in_executor(None, _http, port, "POST", "/sim/stats/reset")
-    start_tokens, start = counter[0], time.perf_counter()
+    start_tokens, start, cpu0 = counter[0], time.perf_counter(), _cpu_seconds(pid)
     await asyncio.sleep(window_s)
     tokens, elapsed = counter[0] - start_tokens, time.perf_counter() - start
+    cpu = (_cpu_seconds(pid) - cpu0) / elapsed
     stats = await loop.run_in_executor(None, _http, port, "GET", "/sim/stats")
     for t in transports:
         t.abort()
     await asyncio.sleep(1.0)
     late = stats["step_lateness_ms"]
     assert isinstance(late, dict)
-    return Point(streams, tokens / elapsed, float(late["p50"]), float(late["p99"]), int(str(stats["steps"])))
+    return Point(
+        streams, tokens / elapsed, cpu, float(late["p50"]), float(late["p99"]), int(str(stats["steps"]))
+    )
 
 
 def _start_engine(port: int, engine_cpu: int | None) -> subprocess.Popen[bytes]:
@@ -152,14 +163,15 @@ def run(streams_list: tuple[int, ...], warmup_s: float, window_s: float) -> list
         port = _free_port()
         proc = _start_engine(port, engine_cpu)
         try:
-            points.append(asyncio.run(_measure(port, n, warmup_s, window_s)))
+            points.append(asyncio.run(_measure(port, proc.pid, n, warmup_s, window_s)))
         finally:
             proc.terminate()
             proc.wait(timeout=30)
         p = points[-1]
         verdict = "ok" if p.ok else "over budget"
         print(
-            f"  streams={p.streams:5d}  tokens/s={p.tokens_per_s:9.0f}  step lateness "
+            f"  streams={p.streams:5d}  tokens/s={p.tokens_per_s:7.0f}  engine CPU {p.engine_cpu:4.0%}  "
+            f"({p.engine_cpu * 1e6 / max(p.tokens_per_s, 1):.1f} us/token)  step lateness "
             f"p50={p.lateness_p50_ms:.2f} ms p99={p.lateness_p99_ms:.2f} ms  steps={p.steps}  {verdict}",
             flush=True,
         )
