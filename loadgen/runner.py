@@ -29,7 +29,7 @@ from loadgen.record import ManifestFacts, build_manifest, build_summary, write_r
 from loadgen.schedule import build_schedule
 from loadgen.stats import meets_slo
 from loadgen.targets import EngineMetadata, Target, get_target
-from loadgen.workload import build_workload, fingerprint
+from loadgen.workload import RequestSpec, build_workload, fingerprint
 
 MIN_FOR_BUDGET = 20  # finished requests before --max-error-rate may stop a run early
 
@@ -99,6 +99,9 @@ class Run:
         self.dispatcher: Dispatcher | None = None
         self.finished = 0
         self.failed = 0
+        self.start_ns = 0
+        self.specs: list[RequestSpec] = []
+        self.dispatch_task: asyncio.Task[None] | None = None
 
     def on_done(self, record: RequestRecord) -> None:
         """Account a finished request; stop the run when the error budget is exhausted."""
@@ -122,6 +125,8 @@ class Run:
             self.stop_reason = reason
         if self.dispatcher is not None:
             self.dispatcher.stop.set()
+        if self.dispatch_task is not None and not self.dispatch_task.done():
+            self.dispatch_task.cancel()  # it may be waiting for a send time or a concurrency slot
 
     async def monitor(self, total: int | None) -> None:
         """Progress display and event-loop lag gauge, until cancelled."""
@@ -136,32 +141,27 @@ class Run:
             if d is not None:
                 self.progress.update(Counts(self.finished, total, d.active, self.failed))
 
-    async def dispatch(
-        self, target: Target, workload: Any, model: str, schedule: list[int]
-    ) -> tuple[int, str]:
-        """Send every scheduled request; returns (start_ns, workload fingerprint)."""
+    async def dispatch(self, target: Target, workload: Any, model: str, schedule: list[int]) -> None:
+        """Send every scheduled request (cancelled by `request_stop`); fills start_ns and specs."""
         assert self.dispatcher is not None
-        cfg, specs = self.config, []
-        start_ns = time.perf_counter_ns() + 5_000_000  # first send 5 ms from now: payloads are ready
-        horizon = None if cfg.duration_s is None else start_ns + int(cfg.duration_s * 1e9)
+        cfg = self.config
+        self.start_ns = time.perf_counter_ns() + 5_000_000  # first send 5 ms from now: payloads are ready
+        horizon = None if cfg.duration_s is None else self.start_ns + int(cfg.duration_s * 1e9)
         for index, offset in enumerate(schedule):
             spec = workload.request(index)
             path, payload = target.build_payload(
                 spec, model=model, endpoint=cfg.endpoint, ignore_eos=cfg.ignore_eos
             )
             body = json.dumps(payload, separators=(",", ":")).encode()
-            due = start_ns + offset
-            if self.dispatcher.stop.is_set() or (
-                horizon is not None and max(due, time.perf_counter_ns()) >= horizon
-            ):
+            due = self.start_ns + offset
+            if horizon is not None and max(due, time.perf_counter_ns()) >= horizon:
                 break
             record = RequestRecord(
                 index, f"{self.run_id}-{index:06d}", index < cfg.warmup, due, spec.input_len, spec.output_len
             )
             if not await self.dispatcher.send_at(due, record, path, body):
                 break
-            specs.append(spec)
-        return start_ns, fingerprint(specs)
+            self.specs.append(spec)
 
 
 def _install_signals(run: Run) -> list[signal.Signals]:
@@ -303,15 +303,23 @@ def _start_metrics(config: RunConfig, run_id: str, model: str, meta: EngineMetad
 async def _execute(
     run: Run, target: Target, workload: Any, model: str, schedule: list[int]
 ) -> tuple[int, str]:
-    """Dispatch, wait for the requests in flight (or cancel them on a stop), keep the display going."""
+    """Dispatch, wait for the requests in flight (or cancel them on a stop), keep the display going.
+
+    Returns (start_ns, fingerprint of the requests sent)."""
     assert run.dispatcher is not None
     monitor = asyncio.create_task(run.monitor(run.config.total_requests))
     try:
-        result = await run.dispatch(target, workload, model, schedule)
+        run.dispatch_task = asyncio.create_task(run.dispatch(target, workload, model, schedule))
+        try:
+            await run.dispatch_task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if run.stop_reason is None or (current is not None and current.cancelling()):
+                raise  # we were cancelled from outside, not stopped by request_stop
         if run.stop_reason is None:
             await _drain_until_stopped(run)
         await run.dispatcher.drain(cancel=True)
-        return result
+        return run.start_ns, fingerprint(run.specs)
     finally:
         monitor.cancel()
         run.progress.close()

@@ -12,7 +12,7 @@ import os
 import resource
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -94,6 +94,12 @@ def build_config(params: Mapping[str, Any], extra: list[str], environ: Mapping[s
     return resolve(yaml_values, env_values, flags)
 
 
+def _fail(ctx: click.Context, message: str) -> NoReturn:
+    """One-line usage error on stderr, exit code 2."""
+    click.echo(f"Error: {message}", err=True)
+    ctx.exit(2)
+
+
 def _raise_fd_limit() -> None:
     """Many concurrent streams need many sockets: lift the soft open-files limit to the hard one."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -156,14 +162,13 @@ def run(ctx: click.Context, **params: Any) -> None:
 
     try:
         config = build_config(params, list(ctx.args), os.environ)
-    except ConfigError as exc:
-        raise click.UsageError(str(exc)) from None
+    except (ConfigError, click.UsageError) as exc:
+        _fail(ctx, str(exc) if isinstance(exc, ConfigError) else exc.format_message())
     _raise_fd_limit()
     try:
         result = run_benchmark_sync(config, progress=not params["quiet"])
     except ConfigError as exc:  # unreachable target, busy metrics port, unusable dataset
-        click.echo(f"Error: {exc}", err=True)
-        ctx.exit(2)
+        _fail(ctx, str(exc))
     if params["json_output"]:
         click.echo(json.dumps(result.summary, indent=2, default=str))
     else:
