@@ -29,15 +29,22 @@ class EngineHttpFacts:
     server_args: dict[str, Any] = field(default_factory=dict)
 
 
+class Unreachable(Exception):
+    """Nothing answers at that address (refused, timed out, no route)."""
+
+
 def get_json(url: str, timeout_s: float, headers: dict[str, str] | None = None) -> Any | None:
-    """GET a JSON body; None on any error or non-200 (never raises)."""
+    """GET a JSON body; None on an HTTP error status or a body that is not JSON; Unreachable when
+    no HTTP answer came at all (so a dead engine costs one timeout, not one per endpoint)."""
     request = urllib.request.Request(url, headers=headers or {})
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310 - user-given URL
-            if response.status != 200:
-                return None
-            return json.loads(response.read(2_000_000))
-    except (urllib.error.URLError, OSError, ValueError):
+            return json.loads(response.read(2_000_000)) if response.status == 200 else None
+    except urllib.error.HTTPError:
+        return None
+    except (urllib.error.URLError, OSError) as exc:
+        raise Unreachable(str(exc)) from exc
+    except ValueError:
         return None
 
 
@@ -54,6 +61,14 @@ def poll_engine(base_url: str, timeout_s: float = 1.0, api_key: str | None = Non
     base = base_url.rstrip("/")
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     facts = EngineHttpFacts(url=redact_url(base))
+    try:
+        _ask(base, timeout_s, headers, facts)
+    except Unreachable:
+        facts.up = False
+    return facts
+
+
+def _ask(base: str, timeout_s: float, headers: dict[str, str], facts: EngineHttpFacts) -> None:
     models = get_json(f"{base}/v1/models", timeout_s, headers)
     if isinstance(models, dict) and models.get("data"):
         first = models["data"][0]
@@ -78,4 +93,3 @@ def poll_engine(base_url: str, timeout_s: float = 1.0, api_key: str | None = Non
                 k: v for k, v in info.items() if isinstance(v, (str, int, float, bool)) or v is None
             }
             break
-    return facts

@@ -1,0 +1,69 @@
+"""Polling engines over HTTP, replaying the real vLLM 0.26.0 and SGLang 0.5.14 answers from loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from exporter.engine_http import EngineHttpFacts, poll_engine
+from exporter.engine_params import to_neutral
+from tests.conftest import GOLDEN_SGLANG, GOLDEN_VLLM
+
+
+def replay_app(folder: Path) -> web.Application:
+    """Serve every golden `get_<path>.txt` capture byte for byte (status and body)."""
+    app = web.Application()
+    for capture in folder.glob("get_*.txt"):
+        head, _, body = capture.read_text().partition("\n\n")
+        status = int(head.split()[1])
+        path = "/" + capture.stem.removeprefix("get_")
+        if path == "/v1_models":
+            path = "/v1/models"
+
+        async def handler(_r: web.Request, status: int = status, body: str = body) -> web.Response:
+            return web.Response(status=status, text=body, content_type="application/json")
+
+        app.router.add_get(path, handler)
+    return app
+
+
+async def poll(folder: Path) -> EngineHttpFacts:
+    server = TestServer(replay_app(folder), host="127.0.0.1", port=0)
+    await server.start_server()
+    try:
+        url = f"http://127.0.0.1:{server.port}"
+        return await asyncio.get_running_loop().run_in_executor(None, poll_engine, url, 2.0, None)
+    finally:
+        await server.close()
+
+
+async def test_vllm_answers() -> None:
+    facts = await poll(GOLDEN_VLLM)
+    assert facts.up is True
+    assert facts.engine == "vllm"
+    assert facts.version == "0.26.0"
+    assert facts.model == "tiny-llama"
+    assert facts.max_model_len == 2048
+
+
+async def test_sglang_answers_without_version_endpoint() -> None:
+    facts = await poll(GOLDEN_SGLANG)  # /version is 404 in 0.5.14; the version is in /get_server_info
+    assert facts.up is True
+    assert facts.engine == "sglang"
+    assert facts.version == "0.5.14"
+    params = to_neutral("sglang", {k: v for k, v in facts.server_args.items() if v is not None})
+    assert params["gpu_memory_utilization"] == 0.5
+    assert params["max_model_len"] == 2048
+    assert params["max_num_batched_tokens"] == 8192  # chunked_prefill_size the server resolved
+
+
+def test_unreachable_engine_costs_one_attempt() -> None:
+    started = time.monotonic()
+    facts = poll_engine("http://127.0.0.1:9", timeout_s=1.0)
+    assert facts.up is False
+    assert facts.version is None
+    assert time.monotonic() - started < 1.0  # refused at once, and not retried per endpoint
