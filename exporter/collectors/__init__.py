@@ -1,0 +1,1 @@
+"""One collector per source: gpu (NVML), engine (processes + HTTP), host; base.CollectorSet runs them."""
