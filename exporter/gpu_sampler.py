@@ -101,7 +101,10 @@ class GpuSampler:
         if not state.gpm_supported:
             return
         sample = try_call(nvml, "nvmlGpmSampleAlloc")
-        if sample is None or try_call(nvml, "nvmlGpmSampleGet", handle, sample) is None:
+        if sample is None:
+            return
+        if try_call(nvml, "nvmlGpmSampleGet", handle, sample) is None:
+            try_call(nvml, "nvmlGpmSampleFree", sample)  # never leak a sample per tick
             return
         previous, state.gpm_prev = state.gpm_prev, sample
         if previous is None:

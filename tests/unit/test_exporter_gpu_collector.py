@@ -179,3 +179,25 @@ def test_registering_never_touches_nvml() -> None:
     # even a registry that describes collectors on register (like the default one) does not scrape
     CollectorRegistry(auto_describe=True).register(CollectorSet([GpuCollector(session, hostname="h")]))
     assert fresh.calls == 0
+
+
+def test_gpm_sample_failure_frees_the_sample_and_reports_no_ratio() -> None:
+    class Counting(FakeNvml):
+        allocated = 0
+        freed = 0
+
+        def nvmlGpmSampleAlloc(self) -> object:  # noqa: N802 - pynvml's name
+            self.allocated += 1
+            return super().nvmlGpmSampleAlloc()
+
+        def nvmlGpmSampleFree(self, sample: object) -> None:  # noqa: N802 - pynvml's name
+            self.freed += 1
+
+    nvml = Counting(1, unsupported={"nvmlGpmSampleGet"})
+    registry, sampler = registry_for(nvml, sampler=True)
+    assert sampler is not None
+    for _ in range(3):
+        sampler.tick()
+    assert nvml.allocated == 3
+    assert nvml.freed == 3
+    assert registry.get_sample_value("DCGM_FI_PROF_GR_ENGINE_ACTIVE", dcgm_labels(0)) is None
