@@ -83,10 +83,11 @@ def distributions(series: list[Series], path: Path, objective: Objective | None)
         record = next(r for r in s.records if r.run_id == top.run_id or r.summary.get("run_id") == top.run_id)
         ttft, tpot = request_latencies(record.requests_path)
         label = f"{s.label} @ {top.load:g}"
+        # outlines, not filled bars, so many series stay readable on one axis
         if ttft:
-            axes[0].hist(ttft, bins=30, alpha=0.5, label=label)
+            axes[0].hist(ttft, bins=30, histtype="step", linewidth=1.5, label=label)
         if tpot:
-            axes[1].hist([v * 1000 for v in tpot], bins=30, alpha=0.5, label=label)
+            axes[1].hist([v * 1000 for v in tpot], bins=30, histtype="step", linewidth=1.5, label=label)
     if objective is not None and objective.metric == "ttft":
         axes[0].axvline(objective.limit_s, color="red", linestyle="--", label=f"SLA: {objective.label}")
     for ax, title, unit in ((axes[0], "TTFT distribution", "TTFT (s)"),

@@ -103,10 +103,16 @@ def _parameters(series: list[Series]) -> list[str]:
                      "max model len": _fmt(params.get("max_model_len")),
                      "input / output len": f"{cfg.get('input_len', '-')} / {cfg.get('output_len', '-')}",
                      f"{s.kind} points": ", ".join(f"{p.load:g}" for p in s.points()),
-                     "requests/run": _fmt(cfg.get("num_prompts")), "seed": _fmt(cfg.get("seed"))})
+                     "requests/run": _per_run(cfg), "seed": _fmt(cfg.get("seed"))})
     columns = ["series", "TP", "max_num_seqs", "memory fraction", "max model len", "input / output len"]
     kinds = sorted({f"{s.kind} points" for s in series})
     return _table([*columns, *kinds, "requests/run", "seed"], rows)
+
+
+def _per_run(cfg: dict[str, Any]) -> str:
+    if cfg.get("num_prompts"):
+        return str(cfg["num_prompts"])
+    return f"{cfg['duration_s']:g} s of sending" if cfg.get("duration_s") else "-"
 
 
 def results_csv(rows: list[dict[str, str]]) -> str:

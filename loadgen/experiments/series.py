@@ -82,13 +82,19 @@ def _rows(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def request_latencies(path: Path) -> tuple[list[float], list[float]]:
-    """(TTFT seconds, TPOT seconds) of the measured ok requests in a requests.jsonl."""
+    """(TTFT seconds, TPOT seconds) of the measured ok requests in a requests.jsonl (its `ttft_s` and
+    `tpot_s`, else computed from `sent_ns`/`first_token_ns`/`last_token_ns` and `output_tokens`)."""
     ttft, tpot = [], []
     for row in _rows(path):
-        sent, first, last = row.get("sent_ns"), row.get("first_ns"), row.get("last_ns")
+        first_s, per_token_s = row.get("ttft_s"), row.get("tpot_s")
+        sent, first, last = row.get("sent_ns"), row.get("first_token_ns"), row.get("last_token_ns")
         tokens = int(row.get("output_tokens") or 0)
-        if isinstance(sent, int) and isinstance(first, int):
-            ttft.append((first - sent) / NS)
-            if isinstance(last, int) and tokens >= 2:
-                tpot.append((last - first) / NS / (tokens - 1))
+        if first_s is None and isinstance(sent, int) and isinstance(first, int):
+            first_s = (first - sent) / NS
+        if per_token_s is None and isinstance(first, int) and isinstance(last, int) and tokens >= 2:
+            per_token_s = (last - first) / NS / (tokens - 1)
+        if isinstance(first_s, int | float):
+            ttft.append(float(first_s))
+        if isinstance(per_token_s, int | float):
+            tpot.append(float(per_token_s))
     return ttft, tpot

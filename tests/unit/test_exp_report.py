@@ -10,6 +10,7 @@ import pytest
 
 from loadgen.experiments.costs import cost_per_million_tokens, max_num_seqs_advice
 from loadgen.experiments.report import ReportOptions, write_report
+from loadgen.experiments.series import request_latencies
 from loadgen.experiments.slo import parse_objective
 from loadgen.results import load_run, write_json
 
@@ -30,9 +31,12 @@ def _store(root: Path, run_id: str, engine: str, conc: int, rps: float, p99: flo
                 "experiment": {"engine": engine, "workload": "short", "phase": "baseline"}}
     write_json(root / run_id / "summary.json", summary)
     write_json(root / run_id / "manifest.json", manifest)
+    # half the lines as loadgen writes them (ttft_s, tpot_s), half with only the raw ns stamps:
     # TTFT = first - sent; TPOT = (last - first) / (tokens - 1)
-    lines = [{"outcome": "ok", "warmup": False, "sent_ns": 0, "first_ns": int(0.05e9 + i * 1e6),
-              "last_ns": int(0.05e9 + i * 1e6 + 63 * 10e6), "output_tokens": 64} for i in range(20)]
+    lines = [{"outcome": "ok", "warmup": False, "ttft_s": 0.05 + i * 1e-3, "tpot_s": 0.01} for i in range(10)]
+    lines += [{"outcome": "ok", "warmup": False, "sent_ns": 0, "first_token_ns": int(0.05e9 + i * 1e6),
+               "last_token_ns": int(0.05e9 + i * 1e6 + 63 * 10e6), "output_tokens": 64} for i in range(10)]
+    lines.append({"outcome": "timeout", "warmup": False, "ttft_s": 9.0})
     (root / run_id / "requests.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
 
 
@@ -72,6 +76,14 @@ def test_report_files_tables_and_facts(runs, tmp_path):
     # advice: floor(12 x 0.8) = 9; cost at 512 tok/s: 20 / 3600 x 1e6 / 512 = 10.851
     assert "max_num_seqs <= 9" in text
     assert "10.851" in text
+
+
+def test_request_latencies_read_both_forms(runs):
+    ttft, tpot = request_latencies(runs[0].requests_path)
+    assert len(ttft) == 20  # the timeout is not a measured ok request
+    assert len(tpot) == 20
+    assert tpot == pytest.approx([0.01] * 20)
+    assert max(ttft) == pytest.approx(0.059)
 
 
 def test_cost_formula_matches_the_seed():
