@@ -39,6 +39,7 @@ class EngineReport:
     url: str | None
     up: bool
     cmdline: list[str] = field(default_factory=list)
+    args: dict[str, Any] = field(default_factory=dict)  # every parsed flag, engine's own names
     params: dict[str, Any] = field(default_factory=dict)
     param_sources: dict[str, str] = field(default_factory=dict)
     model_config: dict[str, Any] = field(default_factory=dict)
@@ -143,6 +144,7 @@ class EngineInspector:
             url=http.url,
             up=http.up,
             cmdline=redact_argv(proc.argv) if proc else [],
+            args=redact_mapping(args),
             params=params,
             param_sources=neutral_sources(engine, args) if engine in PACKAGES else {},
             model_config=read_model_config(str(args.get("model") or args.get("model_path") or ""), env)
