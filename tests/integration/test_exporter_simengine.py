@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry
 
 from exporter.collectors.base import CollectorSet
 from exporter.collectors.engine import EngineCollector
+from exporter.discovery import read_processes
 from exporter.engines import EngineInspector
 from exporter.redact import REDACTED
 from tests.conftest import REPO_ROOT
@@ -50,7 +51,13 @@ def simengine() -> Iterator[tuple[subprocess.Popen[str], str]]:
 
 def test_discovers_running_simengine(simengine: tuple[subprocess.Popen[str], str]) -> None:
     proc, url = simengine
-    inspector = EngineInspector(http_timeout_s=2.0, api_key="sk-live-999", ask_interpreter=lambda p, e: None)
+    # the real /proc, narrowed to this test's engine so simulators of tests running beside it are not polled
+    inspector = EngineInspector(
+        http_timeout_s=2.0,
+        api_key="sk-live-999",
+        ask_interpreter=lambda p, e: None,
+        read_procs=lambda: [p for p in read_processes() if proc.pid in (p.pid, p.ppid)],
+    )
     reports = [r for r in inspector.reports(fresh=True) if r.pid == proc.pid]
     assert len(reports) == 1
     report = reports[0]
