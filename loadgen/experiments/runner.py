@@ -131,6 +131,7 @@ class ExperimentRunner:
     def _prepare(self, spec: RunSpec, engine: EngineSpec, group: tuple[str, str, str]) -> tuple[str, dict]:
         if engine.kind == "external":
             assert engine.base_url is not None
+            self._stop_active()  # never leave a launched engine holding the GPU meanwhile
             return engine.base_url.rstrip("/"), self._flush(engine, engine.base_url.rstrip("/"))
         reuse = self.active is not None and self.active.group == group and not engine.restart_between_runs
         if reuse and self.active is not None:
@@ -138,7 +139,11 @@ class ExperimentRunner:
         self._stop_active()
         launched = LaunchedEngine(engine, spec.params, self.state.directory / f"engine-{spec.engine}.log")
         self.log(f"starting engine {spec.engine} ({spec.variant})")
-        base_url = launched.start()
+        try:
+            base_url = launched.start()
+        except BaseException:  # Ctrl-C while waiting for health must not leave it running
+            launched.stop()
+            raise
         self.active = _Active(group, launched, base_url)
         detail = f"engine launched fresh: {' '.join(redact_argv(launched.argv))}"
         cache = {"flushed": True, "method": "restart", "detail": detail}

@@ -173,3 +173,32 @@ def test_cli_rejects_bad_plans_before_anything_runs(tmp_path):
     missing = CliRunner().invoke(experiment, ["resume", "exp-nope", "--results-dir", str(tmp_path)])
     assert missing.exit_code == 2
     assert "no experiment 'exp-nope'" in missing.output
+
+
+def test_launched_engine_is_stopped_before_an_external_engine_runs(tmp_path, sglang_engine):
+    engines = (f"  sim:\n    kind: launch\n    command: {SIM.format(personality='vllm')}\n"
+               "    restart_between_runs: false\n"
+               f"  sgl:\n    kind: external\n    target: sglang\n    base_url: {sglang_engine.base_url}\n")
+    phases = "phases:\n  - {name: p, kind: baseline, workloads: [short], concurrency: [2]}\n"
+    urls: list[str] = []
+    still_up: list[bool] = []
+
+    def run(config: RunConfig) -> RunResult:
+        if urls:  # the external run: is the launched engine from the run before still answering?
+            still_up.append(_answers(urls[0] + "/health"))
+        urls.append(str(config.base_url))
+        return run_benchmark_sync(config, progress=False)
+
+    _run(_plan(tmp_path, engines, phases), tmp_path, run_fn=run)
+    assert urls[1] == sglang_engine.base_url
+    assert still_up == [False]
+
+
+def _answers(url: str) -> bool:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=1):
+            return True
+    except OSError:
+        return False

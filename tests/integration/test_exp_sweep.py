@@ -85,3 +85,33 @@ def test_capacity_search_converges(tmp_path: Path):
     assert any(load > best and verdict_ == "no" for load, verdict_ in met.items())
     state = json.loads(next(tmp_path.glob("experiments/*/state.json")).read_text())
     assert len(state["runs"]) == len(steps)
+
+
+def test_rate_sweep_against_a_running_engine_flushes_its_cache(tmp_path: Path):
+    from simengine.embedded import EmbeddedEngine
+
+    with EmbeddedEngine(["--personality", "sglang", "--time-scale", "20"]) as engine:
+        result = CliRunner().invoke(sweep, ["--rate", "20,40", "--num-prompts", "8", "--profile", "short",
+                                            "--target", "sglang", "--base-url", engine.base_url,
+                                            "--results-dir", str(tmp_path), "--metrics-port", "0", "--quiet"])
+    assert result.exit_code == 0, result.output
+    state = load_state(tmp_path, _experiment_id(result.stdout))
+    records = [load_run(tmp_path, run_id) for run_id in state.run_ids()]
+    assert [r.manifest["config"]["rate"] for r in records] == [20.0, 40.0]
+    assert all(r.manifest["cache"]["method"] == "POST /flush_cache" for r in records)
+    assert all(r.manifest["cache"]["flushed"] is True for r in records)
+
+
+def test_bad_sweep_and_report_input_exit_2(tmp_path: Path):
+    both = CliRunner().invoke(sweep, ["--concurrency", "1", "--rate", "2"])
+    assert both.exit_code == 2
+    assert "exactly one of" in both.output
+    bad = CliRunner().invoke(sweep, ["--concurrency", "1,x"])
+    assert bad.exit_code == 2
+    assert "invalid concurrency 'x'" in bad.output
+    slo = CliRunner().invoke(capacity, ["--slo", "latency=1s"])
+    assert slo.exit_code == 2
+    assert "latency=1s" in slo.output
+    missing = CliRunner().invoke(report, ["nope", "--results-dir", str(tmp_path)])
+    assert missing.exit_code == 2
+    assert "no run 'nope'" in missing.output
