@@ -126,7 +126,7 @@ async def test_ground_truth_matches_what_the_client_saw(tmp_path: Path) -> None:
     assert len(gt["token_send_ns"]) == 10
     # each token is read by the client after the server wrote it, and soon after (same host, loopback)
     for server_ns, client_ns in zip(gt["token_send_ns"], reads, strict=True):
-        assert 0 <= client_ns - server_ns < 20_000_000
+        assert 0 <= client_ns - server_ns < 200_000_000
     assert (
         abs(
             gt["last_token_wall_ns"]

@@ -37,7 +37,7 @@ async def _gaps_ms(tmp_path: Path, *flags: str) -> tuple[float, float]:
 
 async def test_inter_token_gap_is_the_models_decode_step(tmp_path: Path) -> None:
     measured, expected = await _gaps_ms(tmp_path)  # H200, 8B, bf16: ~5.2 ms per decode step
-    assert abs(measured - expected) < 1.0, (measured, expected)
+    assert abs(measured - expected) < 1.5, (measured, expected)
 
 
 async def test_slower_gpu_profile_gives_longer_steps_and_time_scale_divides(tmp_path: Path) -> None:
@@ -45,6 +45,6 @@ async def test_slower_gpu_profile_gives_longer_steps_and_time_scale_divides(tmp_
     scaled, expected_scaled = await _gaps_ms(
         tmp_path / "b", "--gpu", "l40s", "--model-params", "3e9", "--time-scale", "4"
     )
-    assert abs(l40s - expected_l40s) < 1.0
-    assert abs(scaled - expected_scaled) < 1.0
+    assert abs(l40s - expected_l40s) < 1.5
+    assert abs(scaled - expected_scaled) < 1.5
     assert scaled < l40s / 3
