@@ -28,7 +28,9 @@ METRICS: tuple[tuple[str, str, str, str], ...] = (
 # Keys that differ between any two runs and explain nothing.
 IGNORED_SUFFIXES = ("run_id", "started_at", "ended_at", "partial", "experiment_id", "collected_at",
                     "results_dir", "pid", "duration_s", "partial_reason")
-IGNORED_PREFIXES = ("experiment.", "exporter.checks.")
+IGNORED_PREFIXES = ("experiment.",)
+# Exporter checks (throttling, leftover GPU processes, persistence mode, ...) explain variance.
+CHECKS_WEIGHT = 0.65
 
 # Prior weight by the key's last component (or a dotted tail), highest = most likely cause.
 WEIGHTS: dict[str, float] = {
@@ -99,6 +101,8 @@ def _ignored(key: str) -> bool:
 def prior_weight(key: str) -> float:
     """Prior likelihood that a difference in `key` explains a performance gap."""
     parts = key.split(".")
+    if key.startswith("exporter.checks."):
+        return CHECKS_WEIGHT
     leaf = parts[-1] if not parts[-1].isdigit() else parts[-2]
     tail = ".".join(parts[-2:])
     weight = WEIGHTS.get(tail, WEIGHTS.get(leaf, DEFAULT_WEIGHT))

@@ -40,6 +40,8 @@ def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
         out = {}
         for index, item in enumerate(value):
-            out.update(flatten(item, f"{prefix}.{index}"))
+            # exporter checks are keyed by their id, so the same check lines up in both manifests
+            name = item["id"] if isinstance(item.get("id"), str) else str(index)
+            out.update(flatten({k: v for k, v in item.items() if k != "id"}, f"{prefix}.{name}"))
         return out
     return {prefix: value}

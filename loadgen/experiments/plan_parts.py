@@ -6,7 +6,7 @@ import math
 import shlex
 from typing import Any
 
-from exporter.engine_params import NEUTRAL_PARAMS, detect_engine
+from exporter.engine_params import NEUTRAL_PARAMS, VLLM_FLAGS, detect_engine
 from loadgen.config import TARGET_NAMES, ConfigError, normalise_keys
 from loadgen.experiments.plancheck import Checker
 from loadgen.experiments.plantypes import (
@@ -50,10 +50,32 @@ def _default_target(name: str, argv: tuple[str, ...], family: str | None) -> str
     return name if name in PLAN_TARGETS else None
 
 
+def _param_ok(key: str, value: Any) -> bool:
+    """Whether a neutral parameter's value has the type the engines' flag takes."""
+    kind = VLLM_FLAGS[key].kind
+    if kind is bool:
+        return isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    return isinstance(value, str | int | float) and not isinstance(value, bool)
+
+
+def check_param(check: Checker, key: str, node: Node) -> None:
+    """Report a parameter value of the wrong type, naming the expected one."""
+    if not _param_ok(key, node.value):
+        names = {bool: "true or false", int: "an integer", float: "a number"}
+        kind = names.get(VLLM_FLAGS[key].kind, "a string")
+        check.bad(node, f"invalid {key} {node.value!r}: must be {kind}")
+
+
 def _params(check: Checker, node: Node | None, where: str) -> dict[str, Any]:
     if node is None:
         return {}
     fields = check.mapping(node, where, NEUTRAL_PARAMS)
+    for key, value in fields.items():
+        check_param(check, key, value)
     return {key: value.plain() for key, value in fields.items()}
 
 
@@ -146,6 +168,8 @@ def _vary(check: Checker, node: Node | None, engines: dict[str, EngineSpec],
         if not isinstance(values.value, list) or not values.value:
             check.bad(values, f"{where} vary {key!r} must be a non-empty list of values")
             continue
+        for item in values.value:
+            check_param(check, key, item)
         out[key] = tuple(item.plain() for item in values.value)
     for name in names:
         spec = engines.get(name)

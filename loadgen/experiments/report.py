@@ -86,8 +86,11 @@ def _environment(records: list[RunRecord]) -> list[str]:
                "driver / CUDA": f"{gpu.get('driver_version', '-')} / {gpu.get('cuda_version', '-')}",
                "interconnect": str(_get(m, "exporter", "topology", "interconnect") or "-"),
                "client": f"{_get(m, 'client', 'hostname') or '-'} ({_get(m, 'client', 'cpu_model') or '-'})",
-               "infergauge": f"{_get(m, 'tool', 'version') or '-'} {(_get(m, 'tool', 'git_sha') or '')[:10]}"}
-        rows.setdefault(tuple(row.values()), row)
+               "infergauge": f"{_get(m, 'tool', 'version') or '-'}"}
+        sha = str(_get(m, "tool", "git_sha") or "")[:10]
+        kept = rows.setdefault(tuple(row.values()), row)
+        if sha and sha not in kept["infergauge"]:  # several commits: list them, one row
+            kept["infergauge"] += f" {sha}"
     return _table(["engine", "model", "GPU", "driver / CUDA", "interconnect", "client", "infergauge"],
                   list(rows.values()))
 

@@ -60,6 +60,15 @@ def test_gpu_and_interconnect_outrank_client_host():
     assert keys == ["exporter.topology.interconnect", "client.hostname", "tool.git_sha"]
 
 
+def test_exporter_checks_line_up_by_id():
+    a = _variant(exporter__checks=[{"id": "persistence", "severity": "info", "message": "on"}])
+    b = _variant(exporter__checks=[{"id": "throttle", "severity": "warning", "message": "HW slowdown"},
+                                   {"id": "persistence", "severity": "info", "message": "on"}])
+    keys = {d.key: d.score for d in manifest_differences(a, b)}
+    assert set(keys) == {"exporter.checks.throttle.severity", "exporter.checks.throttle.message"}
+    assert keys["exporter.checks.throttle.message"] == pytest.approx(0.65)
+
+
 def test_small_numeric_change_ranks_below_big_one():
     b = _variant(engine__params__block_size=32, engine__params__max_num_seqs=60)
     diffs = {d.key: d.score for d in manifest_differences(MANIFEST, b)}

@@ -69,6 +69,9 @@ def test_good_plan_expands_to_the_matrix():
     (("    params: {max_num_seqs: 8}\n", "    params: {max_seqs: 8}\n"), 6, "unknown key 'max_seqs'"),
     (("    kind: external\n", "    kind: remote\n"), 8, "kind 'remote'"),
     (("    engines: [sim]\n", "    engines: [ext]\n"), 22, "vary needs launched engines"),
+    (("    params: {max_num_seqs: 8}\n", "    params: {max_num_seqs: many}\n"), 6,
+     "invalid max_num_seqs 'many': must be an integer"),
+    (("[4, 8, 16]", "[4, 8.5]"), 22, "invalid max_num_seqs 8.5"),
 ])
 def test_bad_plans_name_the_line(patch, line, message):
     text = GOOD.replace(*patch)
