@@ -403,3 +403,28 @@ def test_gpu_panels_answer_from_the_real_h200_scrape(stack: Stack) -> None:
             if not has_data(run_query(stack, query, values)):
                 empty.append(f"{name} {query.title!r}: {query.expr}")
     assert empty == []
+
+
+def test_check_command_finds_data_for_every_query(
+    stack: Stack, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from grafana.dashgen.check import main as check_main
+
+    minutes = (time.time() - stack.start) / 60 + 0.1
+    argv = [
+        "--prometheus",
+        stack.url,
+        "--minutes",
+        f"{minutes:.3f}",
+        "--scrape",
+        str(SCRAPE_S),
+        "--var",
+        f"run_id={stack.run_id}",
+        "--json",
+        str(tmp_path / "check.json"),
+    ]
+    assert check_main(argv) == 0
+    outcomes = json.loads((tmp_path / "check.json").read_text())
+    assert len(outcomes) == sum(len(list(iter_queries(json.loads(p.read_text())))) for p in BOARD_FILES)
+    assert all(o["series"] > 0 for o in outcomes)
+    assert f"{len(outcomes)}/{len(outcomes)} queries returned data" in capsys.readouterr().out
