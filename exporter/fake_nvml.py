@@ -40,6 +40,7 @@ class FakeGpu:
     processes: list[tuple[int, int]] = field(default_factory=lambda: [(736, 72168 * 2**20)])
     gpm_percent: dict[int, float] = field(default_factory=lambda: {1: 42.0, 5: 12.5, 10: 30.0})
     persistence: int = 1
+    violation_ns: dict[int, int] = field(default_factory=lambda: {0: 21_828_614_000})
 
     @property
     def uuid(self) -> str:
@@ -194,6 +195,10 @@ class FakeNvml:
     def nvmlDeviceGetTotalEccErrors(self, h: FakeGpu, error_type: int, counter: int) -> int:
         self._gpu("nvmlDeviceGetTotalEccErrors", h)
         return 0
+
+    def nvmlDeviceGetViolationStatus(self, h: FakeGpu, policy: int) -> Any:
+        g = self._gpu("nvmlDeviceGetViolationStatus", h)
+        return SimpleNamespace(referenceTime=10**15, violationTime=g.violation_ns.get(policy, 0))
 
     def nvmlDeviceGetRemappedRows(self, h: FakeGpu) -> tuple[int, int, int, int]:
         self._gpu("nvmlDeviceGetRemappedRows", h)

@@ -176,12 +176,33 @@ def _errors(nvml: Any, h: Any) -> dict[str, float | None]:
     return out
 
 
+# DCGM's clock-limit durations (commented out in dcgm-exporter's default CSV, same names and unit):
+# nvmlDeviceGetViolationStatus(policy).violationTime is in ns, DCGM reports microseconds.
+VIOLATIONS: dict[str, int] = {
+    "DCGM_FI_DEV_POWER_VIOLATION": 0,  # NVML_PERF_POLICY_POWER
+    "DCGM_FI_DEV_THERMAL_VIOLATION": 1,
+    "DCGM_FI_DEV_SYNC_BOOST_VIOLATION": 2,
+    "DCGM_FI_DEV_BOARD_LIMIT_VIOLATION": 3,
+    "DCGM_FI_DEV_LOW_UTIL_VIOLATION": 4,
+    "DCGM_FI_DEV_RELIABILITY_VIOLATION": 5,
+}
+
+
+def _violations(nvml: Any, h: Any) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    for name, policy in VIOLATIONS.items():
+        status = try_call(nvml, "nvmlDeviceGetViolationStatus", h, policy)
+        out[name] = None if status is None else status.violationTime / 1000.0
+    return out
+
+
 READERS: tuple[Callable[[Any, Any], dict[str, Any]], ...] = (
     _memory,
     _utilization,
     _clocks_power_temp,
     _field_api,
     _errors,
+    _violations,
 )
 
 

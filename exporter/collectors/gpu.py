@@ -42,6 +42,21 @@ DCGM_FIELDS: dict[str, tuple[str, str]] = {
     "DCGM_FI_DEV_ENC_UTIL": ("gauge", "Encoder utilization (in %)."),
     "DCGM_FI_DEV_DEC_UTIL": ("gauge", "Decoder utilization (in %)."),
     "DCGM_FI_DEV_XID_ERRORS": ("gauge", "Value of the last XID error encountered."),
+    "DCGM_FI_DEV_POWER_VIOLATION": ("untyped", "Throttling duration due to power constraints (in us)."),
+    "DCGM_FI_DEV_THERMAL_VIOLATION": ("untyped", "Throttling duration due to thermal constraints (in us)."),
+    "DCGM_FI_DEV_SYNC_BOOST_VIOLATION": (
+        "untyped",
+        "Throttling duration due to sync-boost constraints (in us).",
+    ),
+    "DCGM_FI_DEV_BOARD_LIMIT_VIOLATION": (
+        "untyped",
+        "Throttling duration due to board limit constraints (in us).",
+    ),
+    "DCGM_FI_DEV_LOW_UTIL_VIOLATION": ("untyped", "Throttling duration due to low utilization (in us)."),
+    "DCGM_FI_DEV_RELIABILITY_VIOLATION": (
+        "untyped",
+        "Throttling duration due to reliability constraints (in us).",
+    ),
     "DCGM_FI_DEV_FB_FREE": ("gauge", "Framebuffer memory free (in MiB)."),
     "DCGM_FI_DEV_FB_USED": ("gauge", "Framebuffer memory used (in MiB)."),
     "DCGM_FI_DEV_FB_RESERVED": ("gauge", "Framebuffer memory reserved (in MiB)."),

@@ -201,3 +201,12 @@ def test_gpm_sample_failure_frees_the_sample_and_reports_no_ratio() -> None:
     assert nvml.allocated == 3
     assert nvml.freed == 3
     assert registry.get_sample_value("DCGM_FI_PROF_GR_ENGINE_ACTIVE", dcgm_labels(0)) is None
+
+
+def test_violation_durations_in_dcgm_microseconds() -> None:
+    nvml = FakeNvml([FakeGpu(0, violation_ns={0: 21_828_614_000, 1: 5_000})])
+    registry, _ = registry_for(nvml)
+    # NVML counts nanoseconds; DCGM_FI_DEV_*_VIOLATION are microseconds: 21828614000 ns = 21828614 us
+    assert registry.get_sample_value("DCGM_FI_DEV_POWER_VIOLATION", dcgm_labels(0)) == 21_828_614
+    assert registry.get_sample_value("DCGM_FI_DEV_THERMAL_VIOLATION", dcgm_labels(0)) == 5
+    assert registry.get_sample_value("DCGM_FI_DEV_RELIABILITY_VIOLATION", dcgm_labels(0)) == 0
