@@ -54,6 +54,7 @@ def build_app(config: SimConfig) -> web.Application:
     app.router.add_get("/sim/stats", _sim_stats)
     app.router.add_post("/sim/stats/reset", _sim_stats_reset)
     app.on_startup.append(_on_startup)
+    app.on_shutdown.append(_on_shutdown)  # before aiohttp waits for open handlers
     app.on_cleanup.append(_on_cleanup)
     return app
 
@@ -63,6 +64,10 @@ async def _on_startup(app: web.Application) -> None:
     if state.ground_truth is not None:
         state.ground_truth.open()
     await state.engine.start()
+
+
+async def _on_shutdown(app: web.Application) -> None:
+    await app[STATE].engine.stop()
 
 
 async def _on_cleanup(app: web.Application) -> None:

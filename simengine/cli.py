@@ -14,7 +14,7 @@ from simengine.config import ConfigError, SimConfig, parse_args
 
 
 async def _serve(cfg: SimConfig) -> None:
-    runner = web.AppRunner(build_app(cfg), access_log=None, handle_signals=False)
+    runner = web.AppRunner(build_app(cfg), access_log=None, handle_signals=False, shutdown_timeout=5.0)
     await runner.setup()
     site = web.TCPSite(runner, cfg.host, cfg.port, backlog=4096)
     await site.start()

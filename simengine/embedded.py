@@ -67,7 +67,9 @@ class EmbeddedEngine:
 
     async def _setup(self) -> None:
         cfg = self.config
-        self._runner = web.AppRunner(build_app(cfg), access_log=None, handle_signals=False)
+        self._runner = web.AppRunner(
+            build_app(cfg), access_log=None, handle_signals=False, shutdown_timeout=5.0
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, cfg.host, cfg.port, backlog=4096)
         await site.start()

@@ -60,11 +60,18 @@ class Engine:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="simengine-step-loop")
 
     async def stop(self) -> None:
+        """Stop stepping and end every unfinished request (their connections are closed)."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        sched = self.scheduler
+        groups = {id(s.group): s.group for s in (*sched.running, *sched.waiting)}
+        for group in groups.values():
+            sched.abort(group)
+            if group.sink is not None:
+                group.sink.on_aborted()
 
     def submit(self, group: RequestGroup) -> None:
         """Queue a request; its sink receives the tokens."""

@@ -177,6 +177,8 @@ class StreamSink:
             self.done.set_result(None)
 
     def on_aborted(self) -> None:
-        self.closed = True
+        if not self.closed:
+            self.closed = True
+            self.transport.close()  # an unfinished stream must not look complete to the client
         if not self.done.done():
             self.done.set_result(None)

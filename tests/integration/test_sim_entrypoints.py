@@ -90,3 +90,34 @@ def test_loadgen_sim_passes_engine_flags_through() -> None:
     result = CliRunner().invoke(sim, ["--max-running-requests", "4", "--gpu", "tpu"])
     assert result.exit_code == 2
     assert "'tpu'" in result.output
+
+
+def test_stop_ends_in_flight_streams_promptly() -> None:
+    import threading
+    import time
+
+    eng = EmbeddedEngine(["--time-scale", "1"]).start()
+    outcome: list[str] = []
+
+    def client() -> None:
+        req = urllib.request.Request(
+            eng.base_url + "/v1/completions",
+            data=json.dumps({"prompt": "x", "max_tokens": 5000, "ignore_eos": True, "stream": True}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                body = resp.read()
+            outcome.append("complete" if b"[DONE]" in body else "truncated")
+        except Exception as exc:  # the connection is cut: what a client of a dying server sees
+            outcome.append(type(exc).__name__)
+
+    t = threading.Thread(target=client)
+    t.start()
+    time.sleep(0.5)
+    started = time.monotonic()
+    eng.stop()
+    t.join(timeout=10)
+    assert time.monotonic() - started < 5
+    assert outcome
+    assert outcome[0] != "complete"

@@ -135,3 +135,24 @@ async def test_ground_truth_matches_what_the_client_saw(tmp_path: Path) -> None:
         )
         < 5_000_000
     )
+
+
+async def test_client_going_away_frees_its_slot_and_counts_as_abort() -> None:
+    client = await _client("--time-scale", "1")
+    try:
+        resp = await client.post("/v1/completions", json=dict(STREAM, max_tokens=2000))
+        await resp.content.readany()  # first token(s) arrived
+        resp.close()  # the client hangs up mid-stream
+        stats: dict[str, int] = {}
+        for _ in range(200):  # bounded: the engine notices at its next write
+            stats = await (await client.get("/sim/stats")).json()
+            if stats["in_flight"] == 0:
+                break
+            await asyncio.sleep(0.01)
+        assert stats["in_flight"] == 0
+        assert stats["running"] == 0
+        assert stats["generation_tokens"] < 2000
+        text = await (await client.get("/metrics")).text()
+        assert 'finished_reason="abort",model_name="sim-llama-8b"} 1.0' in text
+    finally:
+        await client.close()
