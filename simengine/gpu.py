@@ -24,7 +24,17 @@ MFU = 0.55  # achieved / peak tensor FLOPs for prefill GEMMs
 LINK_EFFICIENCY = 0.85  # achieved / peak interconnect bandwidth for all-reduce
 INTERCONNECTS = ("nvlink", "pcie")
 ALLREDUCE_LATENCY_S = {"nvlink": 8e-6, "pcie": 8.5e-6}  # per all-reduce launch + sync
-DTYPE_BYTES = {"bf16": 2.0, "fp16": 2.0, "auto": 2.0, "bfloat16": 2.0, "float16": 2.0, "fp8": 1.0}
+DTYPE_BYTES = {
+    "bf16": 2.0,
+    "fp16": 2.0,
+    "auto": 2.0,
+    "bfloat16": 2.0,
+    "float16": 2.0,
+    "half": 2.0,
+    "float": 4.0,
+    "float32": 4.0,
+    "fp8": 1.0,
+}
 RESERVED_BYTES = 4 * 2**30  # activations, CUDA graphs, allocator slack kept out of the KV cache
 
 
@@ -126,21 +136,27 @@ class StepModel:
         s = self.shape
         return 2.0 * s.layers * s.kv_heads * s.head_dim * self.dtype_bytes
 
-    def step_seconds(self, new_tokens: int, context_tokens: int, attended: float) -> float:
-        """Duration of one step.
+    def step_costs(self, new_tokens: int, context_tokens: int, attended: float) -> tuple[float, float, float]:
+        """(FLOPs, bytes read, bytes written) of one step, per GPU (divided by the TP degree).
 
         new_tokens: tokens computed this step (prefill chunk tokens + one per decoding sequence);
         context_tokens: KV entries read (sum of the scheduled sequences' context lengths);
         attended: sum over new tokens of the context each attends to (attention FLOPs).
         """
-        if new_tokens <= 0:
-            return 0.0
         s = self.shape
         kvb = self.kv_bytes_per_token
-        mem_bytes = self.shape.params * self.dtype_bytes + (context_tokens + new_tokens) * kvb
-        t_mem = mem_bytes / self.tp / (self.gpu.hbm_tbps * 1e12 * MEM_EFFICIENCY)
-        flops = 2.0 * s.params * new_tokens + 4.0 * s.layers * s.hidden * attended
-        t_comp = flops / self.tp / self.flops_per_s
+        read = (s.params * self.dtype_bytes + context_tokens * kvb) / self.tp
+        written = new_tokens * kvb / self.tp
+        flops = (2.0 * s.params * new_tokens + 4.0 * s.layers * s.hidden * attended) / self.tp
+        return flops, read, written
+
+    def step_seconds(self, new_tokens: int, context_tokens: int, attended: float) -> float:
+        """Duration of one step: max(memory time, compute time) + all-reduce + fixed overhead."""
+        if new_tokens <= 0:
+            return 0.0
+        flops, read, written = self.step_costs(new_tokens, context_tokens, attended)
+        t_mem = (read + written) / (self.gpu.hbm_tbps * 1e12 * MEM_EFFICIENCY)
+        t_comp = flops / self.flops_per_s
         return max(t_mem, t_comp) + self.allreduce_seconds(new_tokens) + self.overhead_s
 
     def allreduce_seconds(self, new_tokens: int) -> float:

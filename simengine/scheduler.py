@@ -51,6 +51,9 @@ class SchedulerCounters:
     preemptions: int = 0
     steps: int = 0
     step_tokens: int = 0
+    flops_per_gpu: float = 0.0  # the roofline model's estimate, for vllm:estimated_* counters
+    read_bytes_per_gpu: float = 0.0
+    write_bytes_per_gpu: float = 0.0
 
 
 class Scheduler:
@@ -198,6 +201,10 @@ class Scheduler:
         c = self.counters
         c.steps += 1
         c.step_tokens += batch.new_tokens
+        flops, read, written = self.model.step_costs(batch.new_tokens, batch.context_tokens, batch.attended)
+        c.flops_per_gpu += flops
+        c.read_bytes_per_gpu += read
+        c.write_bytes_per_gpu += written
         for seq, n in batch.items:
             if seq.state != RUNNING:
                 continue  # aborted while the step ran

@@ -113,6 +113,40 @@ class VllmMetrics:
     def __init__(self, model_name: str, max_model_len: int, cache_info: dict[str, str]) -> None:
         self.labels: Labels = (("engine", "0"), ("model_name", model_name))
         tok = build_1_2_5_buckets(max_model_len)
+        mfu = " (for Model Flops Utilization calculations)."
+        self.est_flops = _c(
+            "vllm:estimated_flops_per_gpu_total",
+            "Estimated number of floating point operations per GPU" + mfu,
+        )
+        self.est_read = _c(
+            "vllm:estimated_read_bytes_per_gpu_total",
+            "Estimated number of bytes read from memory per GPU" + mfu,
+        )
+        self.est_write = _c(
+            "vllm:estimated_write_bytes_per_gpu_total",
+            "Estimated number of bytes written to memory per GPU" + mfu,
+        )
+        self.sleep_state = _g(
+            "vllm:engine_sleep_state",
+            "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine is awake; "
+            "weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.",
+        )
+        self.ext_queries = _c(
+            "vllm:external_prefix_cache_queries_total",
+            "External prefix cache queries from KV connector cross-instance cache sharing, in terms of "
+            "number of queried tokens.",
+        )
+        self.ext_hits = _c(
+            "vllm:external_prefix_cache_hits_total",
+            "External prefix cache hits from KV connector cross-instance cache sharing, in terms of "
+            "number of cached tokens.",
+        )
+        self.mm_queries = _c(
+            "vllm:mm_cache_queries_total", "Multi-modal cache queries, in terms of number of queried items."
+        )
+        self.mm_hits = _c(
+            "vllm:mm_cache_hits_total", "Multi-modal cache hits, in terms of number of cached items."
+        )
         self.running = _g("vllm:num_requests_running", "Number of requests in model execution batches.")
         self.waiting = _g("vllm:num_requests_waiting", "Number of requests waiting to be processed.")
         self.waiting_by_reason = _g(
@@ -211,8 +245,11 @@ class VllmMetrics:
             self.prompt_tokens,
             self.prompt_cached,
             self.generation_tokens,
+            *self.zero_counters,
         ):
             fam.inc(lab, 0.0)
+        for state, value in (("awake", 1.0), ("weights_offloaded", 0.0), ("discard_all", 0.0)):
+            self.sleep_state.set((*lab, ("sleep_state", state)), value)
         for source in ("local_compute", "local_cache_hit", "external_kv_transfer"):
             self.prompt_by_source.inc((*lab, ("source", source)), 0.0)
         for reason in FINISH_REASONS:
@@ -220,6 +257,19 @@ class VllmMetrics:
         for hist in self.histograms:
             hist.ensure(lab)
         self.cache_config.set(tuple((k, v) for k, v in cache_info.items()) + (("engine", "0"),), 1.0)
+
+    @property
+    def zero_counters(self) -> tuple[Family, ...]:
+        """Counters of features the simulator does not have, or filled in at render time."""
+        return (
+            self.est_flops,
+            self.est_read,
+            self.est_write,
+            self.ext_queries,
+            self.ext_hits,
+            self.mm_queries,
+            self.mm_hits,
+        )
 
     @property
     def histograms(self) -> tuple[Histogram, ...]:
@@ -292,14 +342,25 @@ class VllmMetrics:
         )
         self.prompt_by_source.values[(*lab, ("source", "local_cache_hit"))] = float(c.cached_prompt_tokens)
         self.generation_tokens.values[lab] = float(c.generation_tokens)
+        self.est_flops.values[lab] = c.flops_per_gpu
+        self.est_read.values[lab] = c.read_bytes_per_gpu
+        self.est_write.values[lab] = c.write_bytes_per_gpu
         return render(
             (
+                self.est_flops,
+                self.est_read,
+                self.est_write,
                 self.running,
                 self.waiting,
                 self.waiting_by_reason,
+                self.sleep_state,
                 self.kv_usage,
                 self.prefix_queries,
                 self.prefix_hits,
+                self.ext_queries,
+                self.ext_hits,
+                self.mm_queries,
+                self.mm_hits,
                 self.preemptions,
                 self.prompt_tokens,
                 self.prompt_by_source,
