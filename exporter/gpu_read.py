@@ -188,11 +188,14 @@ VIOLATIONS: dict[str, int] = {
 }
 
 
-def _violations(nvml: Any, h: Any) -> dict[str, float | None]:
-    out: dict[str, float | None] = {}
+def read_violations(nvml: Any, h: Any) -> dict[str, float]:
+    """DCGM_FI_DEV_*_VIOLATION in microseconds. About 1 ms of NVML time per policy on an H200, so the
+    background sampler reads them (every few seconds) instead of every scrape."""
+    out: dict[str, float] = {}
     for name, policy in VIOLATIONS.items():
         status = try_call(nvml, "nvmlDeviceGetViolationStatus", h, policy)
-        out[name] = None if status is None else status.violationTime / 1000.0
+        if status is not None:
+            out[name] = status.violationTime / 1000.0
     return out
 
 
@@ -202,7 +205,6 @@ READERS: tuple[Callable[[Any, Any], dict[str, Any]], ...] = (
     _clocks_power_temp,
     _field_api,
     _errors,
-    _violations,
 )
 
 

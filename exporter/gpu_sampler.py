@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from exporter.gpu_read import read_violations
 from exporter.nvml import DeviceLost, NvmlSession, NvmlUnavailable, text, try_call
 
 LOG = logging.getLogger(__name__)
@@ -31,16 +33,21 @@ class GpuSamples:
     util_peak_percent: float | None = None
     gpm: dict[str, float] = field(default_factory=dict)
     last_xid: int = 0
+    violations: dict[str, float] | None = None  # None until the sampler has read them once
     gpm_supported: bool | None = None
     gpm_prev: Any = None
+    violations_read_at: float = 0.0
 
 
 class GpuSampler:
     """Samples every GPU each `interval_s` seconds; never raises out of the thread."""
 
-    def __init__(self, session: NvmlSession, interval_s: float = 1.0) -> None:
+    def __init__(
+        self, session: NvmlSession, interval_s: float = 1.0, violations_every_s: float = 5.0
+    ) -> None:
         self.session = session
         self.interval_s = interval_s
+        self.violations_every_s = violations_every_s
         self._lock = threading.Lock()
         self._gpus: dict[int, GpuSamples] = {}
         self._stop = threading.Event()
@@ -93,6 +100,11 @@ class GpuSampler:
             if rates is not None:
                 state.util_peak_percent = max(state.util_peak_percent or 0.0, float(rates.gpu))
         self._sample_gpm(nvml, handle, state)
+        now = time.monotonic()
+        if state.violations is None or now - state.violations_read_at >= self.violations_every_s:
+            violations = read_violations(nvml, handle)
+            with self._lock:
+                state.violations, state.violations_read_at = violations, now
 
     def _sample_gpm(self, nvml: Any, handle: Any, state: GpuSamples) -> None:
         if state.gpm_supported is None:
@@ -143,7 +155,13 @@ class GpuSampler:
         """Copy of one GPU's samples; resets its peaks so the next scrape sees the next window."""
         with self._lock:
             state = self._gpus.setdefault(index, GpuSamples())
-            copy = GpuSamples(state.power_peak_w, state.util_peak_percent, dict(state.gpm), state.last_xid)
+            copy = GpuSamples(
+                state.power_peak_w,
+                state.util_peak_percent,
+                dict(state.gpm),
+                state.last_xid,
+                dict(state.violations) if state.violations is not None else None,
+            )
             state.power_peak_w = None
             state.util_peak_percent = None
             return copy

@@ -210,3 +210,23 @@ def test_violation_durations_in_dcgm_microseconds() -> None:
     assert registry.get_sample_value("DCGM_FI_DEV_POWER_VIOLATION", dcgm_labels(0)) == 21_828_614
     assert registry.get_sample_value("DCGM_FI_DEV_THERMAL_VIOLATION", dcgm_labels(0)) == 5
     assert registry.get_sample_value("DCGM_FI_DEV_RELIABILITY_VIOLATION", dcgm_labels(0)) == 0
+
+
+def test_violations_come_from_the_sampler_not_the_scrape() -> None:
+    class Counting(FakeNvml):
+        violation_calls = 0
+
+        def nvmlDeviceGetViolationStatus(self, h: FakeGpu, policy: int) -> object:  # noqa: N802
+            self.violation_calls += 1
+            return super().nvmlDeviceGetViolationStatus(h, policy)
+
+    nvml = Counting(1)
+    registry, sampler = registry_for(nvml, sampler=True)
+    assert sampler is not None
+    sampler.tick()
+    after_tick = nvml.violation_calls
+    assert after_tick == 6  # one call per NVML perf policy
+    assert registry.get_sample_value("DCGM_FI_DEV_POWER_VIOLATION", dcgm_labels(0)) == 21_828_614
+    assert nvml.violation_calls == after_tick  # the scrape used the sampler's reading
+    sampler.tick()  # within violations_every_s: not read again
+    assert nvml.violation_calls == after_tick
