@@ -19,7 +19,7 @@ from simengine.embedded import EmbeddedEngine
 def _run(results: Path, max_num_seqs: int, seed: int = 42) -> str:
     config = RunConfig(target="sim", max_concurrency=16, num_prompts=32, profile="short", seed=seed,
                        metrics_port=0, linger_s=0, results_dir=str(results),
-                       sim_args=("--max-num-seqs", str(max_num_seqs), "--time-scale", "4"))
+                       sim_args=("--max-num-seqs", str(max_num_seqs), "--time-scale", "1"))
     return run_benchmark_sync(config, progress=False).run_id
 
 
