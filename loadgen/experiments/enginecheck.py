@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 
@@ -40,10 +41,35 @@ async def _from_url(url: str, exporter_url: str | None) -> EngineFacts:
         params, source = neutral_params(meta), "engine HTTP metadata"
         if exporter_url:
             manifest, _ = await fetch_exporter_manifest(session, exporter_url, timeout_s=5.0)
-            engines = (manifest or {}).get("engines") or []
-            if engines and engines[0].get("params"):
-                params, source = dict(engines[0]["params"]), f"exporter {exporter_url}"
+            chosen = pick_engine((manifest or {}).get("engines") or [], base)
+            if chosen and chosen.get("params"):
+                params, source = dict(chosen["params"]), f"exporter {exporter_url}"
     return EngineFacts(url, meta.engine, meta.version, meta.model, params, source)
+
+
+def _port(url: str | None) -> int | None:
+    try:
+        return urlsplit(url or "").port
+    except ValueError:
+        return None
+
+
+def _flag_port(cmdline: list[str]) -> int | None:
+    for i, token in enumerate(cmdline):
+        value = token.split("=", 1)[1] if token.startswith("--port=") else (
+            cmdline[i + 1] if token == "--port" and i + 1 < len(cmdline) else None)
+        if value is not None and value.isdigit():
+            return int(value)
+    return None
+
+
+def pick_engine(engines: list[dict[str, Any]], url: str) -> dict[str, Any] | None:
+    """The exporter's engine serving `url` (same port in its URL or its --port flag), else the first."""
+    port = _port(url)
+    for engine in engines:
+        if port is not None and port in (_port(engine.get("url")), _flag_port(engine.get("cmdline") or [])):
+            return engine
+    return engines[0] if engines else None
 
 
 def facts_from_url(url: str, exporter_url: str | None = None) -> EngineFacts:

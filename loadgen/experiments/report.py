@@ -166,4 +166,19 @@ def _warnings(records: list[RunRecord]) -> list[str]:
     notes += [f"- run {r.run_id}: the prefix cache could not be cleared before it ran "
               f"({_get(r.manifest, 'cache', 'detail') or 'no detail'})"
               for r in records if _get(r.manifest, "cache", "flushed") is False]
+    notes += _workload_mismatches(records)
     return ["## Warnings", "", *notes] if notes else []
+
+
+def _workload_mismatches(records: list[RunRecord]) -> list[str]:
+    """Runs side by side (same phase, workload and load) must have sent the same requests."""
+    groups: dict[tuple[str, str, str], dict[str, list[str]]] = {}
+    for r in records:
+        exp = r.manifest.get("experiment") or {}
+        key = (str(exp.get("phase") or "-"), str(exp.get("workload") or r.summary.get("scenario")),
+               f"{r.summary.get('max_concurrency')}/{r.summary.get('asked_rate')}")
+        fingerprint = str(_get(r.manifest, "workload", "fingerprint"))
+        groups.setdefault(key, {}).setdefault(fingerprint, []).append(r.run_id)
+    return [f"- runs compared in phase {phase}, workload {workload} used different workloads "
+            f"(fingerprints differ: {'; '.join(', '.join(ids) for ids in by_fp.values())}): not comparable"
+            for (phase, workload, _), by_fp in groups.items() if len(by_fp) > 1]

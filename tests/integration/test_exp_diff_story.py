@@ -3,7 +3,10 @@ throughput/P99 gap, and `loadgen diff` names max_num_seqs first; `align --check`
 
 from __future__ import annotations
 
+import json
 import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -74,3 +77,37 @@ def test_align_check_on_live_engines():
     assert _row(result.stdout, "max_num_seqs") == ["max_num_seqs", "32", "8"]
     assert same.exit_code == 0
     assert "aligned" in same.stdout
+
+
+class _ManifestHandler(BaseHTTPRequestHandler):
+    body = b"{}"
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        self.send_response(200 if self.path == "/manifest" else 404)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_align_check_prefers_the_exporter_view_of_the_matching_engine():
+    with EmbeddedEngine(["--personality", "sglang", "--max-running-requests", "32"]) as one, \
+            EmbeddedEngine(["--personality", "sglang", "--max-running-requests", "32"]) as two:
+        # the exporter sees two engines on the host; only the one on A's port is A
+        engines = [{"engine": "sglang", "url": two.base_url, "params": {"max_num_seqs": 32}},
+                   {"engine": "sglang", "url": one.base_url, "params": {"max_num_seqs": 48}}]
+        handler = type("H", (_ManifestHandler,), {"body": json.dumps({"engines": engines}).encode()})
+        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            exporter = f"http://127.0.0.1:{server.server_address[1]}"
+            args = ["--check", one.base_url, two.base_url, "--exporter-a", exporter]
+            result = CliRunner().invoke(align, args)
+        finally:
+            server.shutdown()
+    assert result.exit_code == 1, result.output
+    assert f"from exporter {exporter}" in result.stdout
+    assert _row(result.stdout, "max_num_seqs") == ["max_num_seqs", "48", "32"]

@@ -78,6 +78,15 @@ def test_report_files_tables_and_facts(runs, tmp_path):
     assert "10.851" in text
 
 
+def test_different_workloads_side_by_side_are_flagged(runs, tmp_path):
+    clean = write_report(runs, tmp_path / "a", ReportOptions(title="t")).read_text()
+    assert "## Warnings" not in clean
+    runs[-1].manifest["workload"]["fingerprint"] = "other"  # sglang at concurrency 32
+    text = write_report(runs, tmp_path / "b", ReportOptions(title="t")).read_text()
+    assert "used different workloads" in text
+    assert "sglang-32" in text.split("## Warnings")[1]
+
+
 def test_request_latencies_read_both_forms(runs):
     ttft, tpot = request_latencies(runs[0].requests_path)
     assert len(ttft) == 20  # the timeout is not a measured ok request
