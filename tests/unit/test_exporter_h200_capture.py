@@ -64,3 +64,15 @@ def test_load_shows_in_utilization_power_and_tensor_activity() -> None:
     # the load process holds what FB_USED shows, within the driver's own overhead
     process_bytes = load["infergauge_gpu_process_memory_bytes"]
     assert 0 < load["DCGM_FI_DEV_FB_USED"] * 2**20 - process_bytes < 512 * 2**20
+
+
+def test_power_violation_counter_is_in_microseconds_like_nvidia_smi() -> None:
+    # nvidia-smi -q ran ~10 s after the scrape, during the same power-capped load; its counter is
+    # in microseconds. Same unit: it is ahead by at most the seconds between the two readings.
+    smi = (CAPTURE / "h200-nvidia-smi.txt").read_text()
+    smi_us = int(smi_field(smi, "SW Power Capping").split()[0])
+    scraped_us = samples_by_gpu((CAPTURE / "h200-metrics.txt").read_text())["0"][
+        "DCGM_FI_DEV_POWER_VIOLATION"
+    ]
+    assert scraped_us > 1e6  # more than a second of capping after 15 s of load
+    assert 0 <= smi_us - scraped_us <= 60e6
