@@ -80,8 +80,11 @@ def distributions(series: list[Series], path: Path, objective: Objective | None)
         if not points:
             continue
         top = points[-1]
-        record = next(r for r in s.records if r.run_id == top.run_id or r.summary.get("run_id") == top.run_id)
-        ttft, tpot = request_latencies(record.requests_path)
+        ttft, tpot = [], []
+        for record in s.records_at(top.load):  # every repetition at the highest load
+            more_ttft, more_tpot = request_latencies(record.requests_path)
+            ttft += more_ttft
+            tpot += more_tpot
         label = f"{s.label} @ {top.load:g}"
         # outlines, not filled bars, so many series stay readable on one axis
         if ttft:

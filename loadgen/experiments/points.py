@@ -63,3 +63,25 @@ def load_of_summary(summary: dict[str, Any], kind: str) -> float | None:
     """The offered load a run was given: its max concurrency or its asked rate."""
     raw = summary.get("max_concurrency") if kind == "concurrency" else summary.get("asked_rate")
     return float(raw) if isinstance(raw, int | float) else None
+
+
+def mean_point(points: list[Point]) -> Point:
+    """Repetitions at one load merged: the mean of each figure (run ids joined with `+`)."""
+    if len(points) == 1:
+        return points[0]
+    n = float(len(points))
+    latency: dict[str, dict[str, float]] = {}
+    for key in {k for p in points for k in p.latency}:
+        stats = {s for p in points for s in p.latency.get(key, {})}
+        latency[key] = {s: sum(p.latency[key][s] for p in points) / n for s in stats
+                        if all(s in p.latency.get(key, {}) for p in points)}
+    goodputs = [p.goodput for p in points]
+    return Point(
+        load=points[0].load, kind=points[0].kind, run_id="+".join(p.run_id for p in points),
+        request_throughput=sum(p.request_throughput for p in points) / n,
+        output_token_throughput=sum(p.output_token_throughput for p in points) / n,
+        total_token_throughput=sum(p.total_token_throughput for p in points) / n,
+        goodput=None if None in goodputs else sum(g or 0.0 for g in goodputs) / n,
+        error_rate=sum(p.error_rate for p in points) / n, failed=sum(p.failed for p in points),
+        partial=any(p.partial for p in points), latency=latency,
+    )

@@ -166,11 +166,11 @@ def _warnings(records: list[RunRecord]) -> list[str]:
     notes += [f"- run {r.run_id}: the prefix cache could not be cleared before it ran "
               f"({_get(r.manifest, 'cache', 'detail') or 'no detail'})"
               for r in records if _get(r.manifest, "cache", "flushed") is False]
-    notes += _workload_mismatches(records)
+    notes += workload_mismatches(records)
     return ["## Warnings", "", *notes] if notes else []
 
 
-def _workload_mismatches(records: list[RunRecord]) -> list[str]:
+def workload_mismatches(records: list[RunRecord]) -> list[str]:
     """Runs side by side (same phase, workload and load) must have sent the same requests."""
     groups: dict[tuple[str, str, str], dict[str, list[str]]] = {}
     for r in records:

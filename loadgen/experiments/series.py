@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loadgen.experiments.points import Point, point_from_summary
+from loadgen.experiments.points import Point, mean_point, point_from_summary
 from loadgen.results import RunRecord
 
 NS = 1e9
@@ -23,9 +23,16 @@ class Series:
     records: list[RunRecord] = field(default_factory=list)
 
     def points(self) -> list[Point]:
-        """One Point per run, sorted by load."""
-        pts = [point_from_summary(r.summary, run_load(r, self.kind), self.kind) for r in self.records]
-        return sorted(pts, key=lambda p: p.load)
+        """One Point per load, sorted by load; repetitions at a load are averaged (mean_point)."""
+        by_load: dict[float, list[Point]] = {}
+        for r in self.records:
+            load = run_load(r, self.kind)
+            by_load.setdefault(load, []).append(point_from_summary(r.summary, load, self.kind))
+        return [mean_point(by_load[load]) for load in sorted(by_load)]
+
+    def records_at(self, load: float) -> list[RunRecord]:
+        """The runs of this series at one load."""
+        return [r for r in self.records if run_load(r, self.kind) == load]
 
 
 def load_kind(record: RunRecord) -> str:

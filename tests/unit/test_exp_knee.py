@@ -79,3 +79,13 @@ def test_point_from_summary_reads_contract_fields():
     assert point.stat("ttft_s", "p99") == 0.25
     assert point.stat("e2e_s", "p99") is None
     assert (point.request_throughput, point.goodput, point.load) == (3.5, 3.0, 8.0)
+
+
+def test_repetitions_at_one_load_are_averaged():
+    from loadgen.experiments.points import mean_point
+
+    merged = mean_point([_point(8, 8.0, 1.0), _point(8, 10.0, 2.0)])
+    # (8 + 10) / 2 = 9 req/s; p99 (1 + 2) / 2 = 1.5 s
+    assert merged.request_throughput == pytest.approx(9.0)
+    assert merged.stat("e2e_s", "p99") == pytest.approx(1.5)
+    assert merged.run_id == "r8+r8"
