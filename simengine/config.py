@@ -181,6 +181,13 @@ def parse_args(argv: list[str]) -> SimConfig:
                 cfg.gpu, cfg.model_params, cfg.dtype, cfg.tensor_parallel_size, cfg.gpu_memory_utilization
             ),
         )
+    if cfg.kv_cache_tokens < cfg.max_model_len:  # vLLM refuses to start in this case too
+        raise ConfigError(
+            f"--max-model-len {cfg.max_model_len} does not fit the KV cache ({cfg.kv_cache_tokens} tokens "
+            f"for {cfg.model_params:.3g} parameters on {cfg.tensor_parallel_size}x {cfg.gpu} at "
+            f"--gpu-memory-utilization {cfg.gpu_memory_utilization}); lower --max-model-len or give the "
+            "cache more memory"
+        )
     if not cfg.engine_version:
         cfg = _replace(cfg, engine_version="0.33.0+sim" if personality == "vllm" else "0.5.23+sim")
     return cfg

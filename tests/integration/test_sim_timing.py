@@ -35,9 +35,14 @@ async def _gaps_ms(tmp_path: Path, *flags: str) -> tuple[float, float]:
     return statistics.median(gaps), expected
 
 
+def _close(measured_ms: float, expected_ms: float) -> bool:
+    """Within 1.5 ms or 20% (a loaded CI machine can delay the odd step; the median absorbs most)."""
+    return abs(measured_ms - expected_ms) < max(1.5, 0.2 * expected_ms)
+
+
 async def test_inter_token_gap_is_the_models_decode_step(tmp_path: Path) -> None:
     measured, expected = await _gaps_ms(tmp_path)  # H200, 8B, bf16: ~5.2 ms per decode step
-    assert abs(measured - expected) < 1.5, (measured, expected)
+    assert _close(measured, expected), (measured, expected)
 
 
 async def test_slower_gpu_profile_gives_longer_steps_and_time_scale_divides(tmp_path: Path) -> None:
@@ -45,6 +50,6 @@ async def test_slower_gpu_profile_gives_longer_steps_and_time_scale_divides(tmp_
     scaled, expected_scaled = await _gaps_ms(
         tmp_path / "b", "--gpu", "l40s", "--model-params", "3e9", "--time-scale", "4"
     )
-    assert abs(l40s - expected_l40s) < 1.5
-    assert abs(scaled - expected_scaled) < 1.5
+    assert _close(l40s, expected_l40s), (l40s, expected_l40s)
+    assert _close(scaled, expected_scaled), (scaled, expected_scaled)
     assert scaled < l40s / 3

@@ -78,7 +78,20 @@ def test_kv_cache_tokens_default_comes_from_gpu_memory() -> None:
     cfg = parse_args([])
     assert 800_000 < cfg.kv_cache_tokens < 900_000
     assert parse_args(["--gpu-memory-utilization", "0.5"]).kv_cache_tokens < cfg.kv_cache_tokens
-    assert parse_args(["--kv-cache-tokens", "4096"]).kv_cache_tokens == 4096
+    assert parse_args(["--kv-cache-tokens", "4096", "--max-model-len", "4096"]).kv_cache_tokens == 4096
+
+
+def test_a_model_that_does_not_fit_fails_at_start_like_an_oom() -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_args(["--gpu", "l40s", "--model-params", "70e9"])  # 140 GB of weights on a 48 GiB card
+    assert "does not fit the KV cache (0 tokens" in str(err.value)
+    assert (
+        parse_args(
+            ["--gpu", "l40s", "--model-params", "70e9", "--tp", "4", "--interconnect", "pcie"]
+        ).kv_cache_tokens
+        > 8192
+    )
+    assert parse_args(["--dtype", "half"]).dtype == "half"
 
 
 @pytest.mark.parametrize(

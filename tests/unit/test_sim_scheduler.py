@@ -84,7 +84,9 @@ def test_requests_finish_with_length_and_free_their_blocks() -> None:
 
 def test_preemption_when_the_kv_cache_runs_out() -> None:
     # 64 tokens of KV (4 blocks of 16): two 20-token prompts fit, then decoding needs more blocks
-    s = _sched("--kv-cache-tokens", "64", "--block-size", "16", "--no-enable-prefix-caching")
+    s = _sched(
+        "--kv-cache-tokens", "64", "--max-model-len", "64", "--block-size", "16", "--no-enable-prefix-caching"
+    )
     s.add(_group(0, list(range(100, 120)), 40))
     s.add(_group(1, list(range(200, 220)), 40))
     for t in range(200):
