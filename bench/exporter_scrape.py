@@ -11,6 +11,7 @@ figure recorded on an H200 (tests/fixtures/exporter/h200-bench.json) when there 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import socket
@@ -133,13 +134,73 @@ def nvml_present() -> bool:
         return False
 
 
+def profile_nvml(rounds: int) -> None:
+    """Time each NVML reading the GPU collector does, per GPU (real NVML only), to find slow calls."""
+    import pynvml
+
+    from exporter import gpu_read
+    from exporter.topology import read_matrix
+
+    pynvml.nvmlInit()
+    handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+    steps: dict[str, Any] = {fn.__name__: fn for fn in gpu_read.READERS}
+    steps.update(
+        {
+            "clock_event_reasons": gpu_read.read_clock_event_reasons,
+            "processes": gpu_read.read_processes,
+            "violations": gpu_read.read_violations,
+        }
+    )
+    for name, fn in steps.items():
+        started = time.perf_counter()
+        for _ in range(rounds):
+            for handle in handles:
+                fn(pynvml, handle)
+        per_gpu = (time.perf_counter() - started) / rounds / len(handles) * 1e3
+        print(f"profile {name:<22} {per_gpu:8.3f} ms per GPU", flush=True)
+    for fn_name, args in (
+        ("nvmlDeviceGetFieldValues", [(82, 0)]),
+        ("nvmlDeviceGetFieldValues", [(138, 0xFFFFFFFF)]),
+        ("nvmlDeviceGetTotalEccErrors", [0, 0]),
+        ("nvmlDeviceGetRemappedRows", []),
+        ("nvmlDeviceGetComputeRunningProcesses", []),
+        ("nvmlDeviceGetPowerUsage", []),
+        ("nvmlDeviceGetTotalEnergyConsumption", []),
+        ("nvmlDeviceGetPcieReplayCounter", []),
+        ("nvmlDeviceGetMemoryInfo", [pynvml.nvmlMemory_v2]),
+        ("nvmlDeviceGetUtilizationRates", []),
+        ("nvmlDeviceGetEncoderUtilization", []),
+        ("nvmlDeviceGetEnforcedPowerLimit", []),
+    ):
+        started = time.perf_counter()
+        for _ in range(rounds):
+            with contextlib.suppress(pynvml.NVMLError):
+                getattr(pynvml, fn_name)(handles[0], *args)
+        print(
+            f"profile call {fn_name}{args[:1]} {(time.perf_counter() - started) / rounds * 1e3:8.3f} ms",
+            flush=True,
+        )
+    started = time.perf_counter()
+    read_matrix(
+        pynvml, handles, [gpu_read.read_identity(pynvml, h, i, "").pci_bus_id for i, h in enumerate(handles)]
+    )
+    print(
+        f"profile topology matrix (once, cached) {(time.perf_counter() - started) * 1e3:8.3f} ms", flush=True
+    )
+    pynvml.nvmlShutdown()
+
+
 def main(argv: list[str] | None = None) -> None:
     """Print the scrape figures (see module docstring)."""
     parser = argparse.ArgumentParser(prog="bench.exporter_scrape")
     parser.add_argument("--gpus", choices=["fake", "real", "both"], default="both")
     parser.add_argument("--scrapes", type=int, default=200)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--profile", action="store_true", help="time each NVML reading per GPU, then exit")
     args = parser.parse_args(argv if argv is not None else [])
+    if args.profile:
+        profile_nvml(20)
+        return
     results = []
     if args.gpus in ("fake", "both"):
         results.append(run_case("fake 8 GPUs", ["--fake-gpus", "8"], args.scrapes))
