@@ -12,6 +12,7 @@ from loadgen.experiments.points import Point, mean_point, point_from_summary
 from loadgen.results import RunRecord
 
 NS = 1e9
+LABEL_PARAMS = ("tensor_parallel_size", "max_num_seqs")
 
 
 @dataclass
@@ -54,13 +55,17 @@ def run_load(record: RunRecord, kind: str) -> float:
 
 
 def series_label(record: RunRecord) -> str:
-    """Phase, engine (plan engine name, else engine/target), variant and workload."""
+    """Phase, engine (plan engine name, else engine/target), variant (or, for runs outside an
+    experiment, TP and max_num_seqs) and workload."""
     exp = record.manifest.get("experiment") or {}
     engine = exp.get("engine") or (record.manifest.get("engine") or {}).get("engine") \
         or record.summary.get("engine") or record.summary.get("target") or "engine"
     parts = [f"{exp['phase']}: {engine}" if exp.get("phase") else str(engine)]
     if exp.get("variant") not in (None, "default", "base"):
         parts.append(str(exp["variant"]))
+    if not exp:  # runs outside an experiment: tell configurations apart by their key parameters
+        params = (record.manifest.get("engine") or {}).get("params") or {}
+        parts += [f"{key}={params[key]}" for key in LABEL_PARAMS if params.get(key) not in (None, "auto")]
     workload = exp.get("workload") or record.summary.get("scenario")
     if workload:
         parts.append(str(workload))

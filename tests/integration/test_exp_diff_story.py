@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from loadgen.cli.align import align
 from loadgen.cli.diff import diff
+from loadgen.cli.report import report
 from loadgen.config import RunConfig
 from loadgen.runner import run_benchmark_sync
 from simengine.embedded import EmbeddedEngine
@@ -111,3 +112,13 @@ def test_align_check_prefers_the_exporter_view_of_the_matching_engine():
     assert result.exit_code == 1, result.output
     assert f"from exporter {exporter}" in result.stdout
     assert _row(result.stdout, "max_num_seqs") == ["max_num_seqs", "48", "32"]
+
+
+def test_report_on_run_ids_keeps_configurations_apart(runs, tmp_path):
+    results, a, b, _ = runs
+    result = CliRunner().invoke(report, [a, b, "--results-dir", str(results), "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    text = (tmp_path / "report.md").read_text()
+    assert "max_num_seqs=16" in text
+    assert "max_num_seqs=4" in text
+    assert "**Runs:** 2 in 2 series" in text
