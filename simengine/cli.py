@@ -10,7 +10,7 @@ import sys
 from aiohttp import web
 
 from simengine.app import build_app
-from simengine.config import ConfigError, SimConfig, parse_args
+from simengine.config import FLAG_PARSER, ConfigError, SimConfig, parse_args
 
 
 async def _serve(cfg: SimConfig) -> None:
@@ -35,10 +35,27 @@ async def _serve(cfg: SimConfig) -> None:
         await runner.cleanup()
 
 
+USAGE = """usage: python -m simengine [serve MODEL] [flags]   (also: loadgen sim [flags])
+
+Simulated OpenAI-compatible engine with a vLLM (default, port 8000) or SGLang (port 30000) personality.
+A real vLLM or SGLang launch line runs unchanged; flags it does not model are accepted and recorded.
+Examples:
+  python -m simengine --tensor-parallel-size 2 --max-num-seqs 128 --gpu-memory-utilization 0.90 \\
+      --block-size 16 --enable-chunked-prefill --max-model-len 4096 --port 8000
+  python -m simengine --personality sglang --tp-size 2 --max-running-requests 128 \\
+      --mem-fraction-static 0.90 --chunked-prefill-size 4096 --port 30000
+"""
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the server until SIGINT/SIGTERM; exit code 2 on a bad flag (one-line error)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "-h" in args or "--help" in args:
+        options = FLAG_PARSER.format_help().split("options:", 1)[-1]
+        print(USAGE + "\nflags (vLLM and SGLang spellings):" + options)
+        return 0
     try:
-        cfg = parse_args(list(sys.argv[1:] if argv is None else argv))
+        cfg = parse_args(args)
     except ConfigError as exc:
         print(f"simengine: error: {exc}", file=sys.stderr)
         return 2

@@ -118,7 +118,7 @@ def _build_parser() -> _Parser:
     return p
 
 
-_PARSER = _build_parser()
+FLAG_PARSER = _build_parser()
 
 
 def _split_positional(argv: list[str]) -> tuple[list[str], str | None]:
@@ -159,7 +159,7 @@ def parse_args(argv: list[str]) -> SimConfig:
     Raises `ConfigError` with a one-line message naming the bad value and the valid choices.
     """
     rest, positional_model = _split_positional(argv)
-    ns, unknown = _PARSER.parse_known_args(rest)
+    ns, unknown = FLAG_PARSER.parse_known_args(rest)
     given = {k: v for k, v in vars(ns).items() if v is not None}
     if positional_model and "model" not in given:
         given["model"] = positional_model

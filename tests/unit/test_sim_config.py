@@ -125,3 +125,11 @@ def test_api_key_is_redacted_in_effective_args() -> None:
     assert cfg.api_key == "sk-secret-123"
     assert "sk-secret-123" not in repr(cfg)
     assert "sk-secret-123" not in str(cfg.effective_args())
+
+
+def test_help_lists_both_spellings_and_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    assert sim_main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--max-num-seqs MAX_NUM_SEQS, --max-running-requests" in out
+    assert "--tensor-parallel-size" in out
+    assert "--tp-size" in out
