@@ -9,6 +9,7 @@ computes the metrics. Failures are outcomes, never exceptions: `ok`, `http_error
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import aiohttp
 
 from loadgen.sse import ProtocolError, parse_stream
+from loadgen.stamping import read_stamped
 
 OUTCOMES = ("ok", "http_error", "timeout", "disconnect", "protocol_error", "cancelled")
 
@@ -76,10 +78,11 @@ def _finish_from_stream(record: RequestRecord, reads: list[tuple[int, bytes]], c
 
 
 async def _read_error(resp: aiohttp.ClientResponse) -> str:
-    try:
-        body = await resp.text()
-    except (aiohttp.ClientError, UnicodeDecodeError):
-        body = ""
+    """`HTTP <status>: <body start>` of a failed request."""
+    reads: list[tuple[int, bytes]] = []
+    with contextlib.suppress(aiohttp.ClientError):
+        await read_stamped(resp.content, reads)
+    body = b"".join(data for _, data in reads).decode(errors="replace")
     return f"HTTP {resp.status}: {body.strip()[:300]}"
 
 
@@ -96,8 +99,7 @@ async def send_request(
             if resp.status != 200:
                 record.outcome, record.error = "http_error", await _read_error(resp)
                 return record
-            async for data in resp.content.iter_any():
-                reads.append((now(), data))
+            await read_stamped(resp.content, reads)
         record.done_ns = now()
         _finish_from_stream(record, reads, complete=True)
     except asyncio.CancelledError:

@@ -7,12 +7,16 @@ linear interpolation stays within a few percent of the exact percentile.
 
 from __future__ import annotations
 
+import math
 import threading
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any
 from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+from prometheus_client.core import HistogramMetricFamily
+from prometheus_client.utils import floatToGoString
 
 from loadgen.client import OUTCOMES, RequestRecord
 from loadgen.stats import NS, e2e_s, itls_s, tpot_s, ttft_s
@@ -38,6 +42,37 @@ ITL_BUCKETS = log_buckets(0.0005, 5.0)
 LAG_BUCKETS = log_buckets(0.00001, 60.0, per_decade=8)
 
 
+class FastHistogram:
+    """One labelled histogram series with an O(log n) `observe` (bisect), exposed like prometheus_client's.
+
+    prometheus_client's Histogram scans its buckets linearly under a lock; with ~130 buckets and one
+    observation per token that costs more than the rest of the client's per-token work.
+    """
+
+    def __init__(self, name: str, doc: str, bounds: list[float], labels: RunLabels) -> None:
+        self.name, self.doc, self.bounds = name, doc, bounds
+        self.label_names, self.label_values = list(LABELS), list(labels.values())
+        self.counts = [0] * (len(bounds) + 1)  # last slot: above the largest bound (+Inf)
+        self.total = 0.0
+
+    def observe(self, value: float) -> None:
+        """Count one value (seconds)."""
+        self.counts[bisect_left(self.bounds, value)] += 1
+        self.total += value
+
+    def describe(self) -> list[HistogramMetricFamily]:
+        return [HistogramMetricFamily(self.name, self.doc, labels=self.label_names)]
+
+    def collect(self) -> list[HistogramMetricFamily]:
+        counts, running, buckets = list(self.counts), 0, []
+        for bound, count in zip([*self.bounds, math.inf], counts, strict=True):
+            running += count
+            buckets.append((floatToGoString(bound), running))
+        family = HistogramMetricFamily(self.name, self.doc, labels=self.label_names)
+        family.add_metric(self.label_values, buckets, self.total)
+        return [family]
+
+
 @dataclass
 class RunLabels:
     """The four labels every loadgen series carries."""
@@ -59,8 +94,10 @@ class LiveMetrics:
         self.labels = labels
         r, lv = self.registry, labels.values()
 
-        def hist(name: str, doc: str, buckets: list[float]) -> Any:
-            return Histogram(name, doc, LABELS, registry=r, buckets=buckets).labels(*lv)
+        def hist(name: str, doc: str, buckets: list[float]) -> FastHistogram:
+            histogram = FastHistogram(name, doc, buckets, labels)
+            r.register(histogram)
+            return histogram
 
         def gauge(name: str, doc: str) -> Any:
             return Gauge(name, doc, LABELS, registry=r).labels(*lv)

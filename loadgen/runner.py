@@ -27,6 +27,7 @@ from loadgen.metrics import LiveMetrics, RunLabels
 from loadgen.progress import Counts, Progress
 from loadgen.record import ManifestFacts, build_manifest, build_summary, write_run
 from loadgen.schedule import build_schedule
+from loadgen.stamping import StampingConnector
 from loadgen.stats import meets_slo
 from loadgen.targets import EngineMetadata, Target, get_target
 from loadgen.workload import RequestSpec, build_workload, fingerprint
@@ -201,13 +202,17 @@ async def run_benchmark(config: RunConfig, *, progress: bool = True) -> RunResul
     with embedded_engine(config) as started_url:
         base_url = (started_url or target.default_base_url or "").rstrip("/")
         limit = connector_limit(config.max_concurrency, config.total_requests, config.rate)
-        connector = aiohttp.TCPConnector(limit=limit, limit_per_host=0, ttl_dns_cache=300)
+        connector = StampingConnector(limit=limit, limit_per_host=0, ttl_dns_cache=300)
         timeout = aiohttp.ClientTimeout(total=config.request_timeout_s)
-        async with aiohttp.ClientSession(
-            connector=connector, timeout=timeout, auto_decompress=False
-        ) as session:
-            await preflight(session, target, base_url, config.api_key)
-            return await _run(config, run_id, target, workload, schedule, session, base_url, progress)
+        headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
+        # one session carries the load; metadata, preflight and the exporter use a small plain one
+        async with (
+            aiohttp.ClientSession(headers=headers) as meta_session,
+            aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False) as session,
+        ):
+            await preflight(meta_session, target, base_url, config.api_key)
+            sessions = (meta_session, session)
+            return await _run(config, run_id, target, workload, schedule, sessions, base_url, progress)
 
 
 async def _run(
@@ -216,17 +221,19 @@ async def _run(
     target: Target,
     workload: Any,
     schedule: list[int],
-    session: aiohttp.ClientSession,
+    sessions: tuple[aiohttp.ClientSession, aiohttp.ClientSession],
     base_url: str,
     progress: bool,
 ) -> RunResult:
     from loadgen.manifest import fetch_exporter_manifest
 
-    meta = await target.fetch_metadata(session, base_url)
+    meta_session, session = sessions
+    meta = await target.fetch_metadata(meta_session, base_url)
     model = config.model or meta.model
     if not model:
         raise ConfigError(f"{base_url}/v1/models lists no model: pass --model")
-    exporter = await fetch_exporter_manifest(session, config.exporter_url)
+    async with aiohttp.ClientSession() as plain:  # never send the engine's API key to the exporter
+        exporter = await fetch_exporter_manifest(plain, config.exporter_url)
     run = Run(config, run_id, progress)
     run.metrics = _start_metrics(config, run_id, model, meta)
     signals = _install_signals(run)

@@ -64,25 +64,29 @@ def event_data(event: bytes) -> bytes | None:
 def _bears_token(choice: dict[str, Any]) -> bool:
     if choice.get("text"):
         return True
-    delta = choice.get("delta") or {}
-    return bool(delta.get("content") or delta.get("reasoning_content") or delta.get("tool_calls"))
+    delta = choice.get("delta")
+    return bool(delta and (delta.get("content") or delta.get("reasoning_content") or delta.get("tool_calls")))
 
 
 def _absorb(parsed: ParsedStream, t: int, obj: Any) -> None:
-    if not isinstance(obj, dict):
+    if type(obj) is not dict:
         raise ProtocolError(f"SSE data is not a JSON object: {str(obj)[:80]}")
-    if "error" in obj and not obj.get("choices"):
+    choices = obj.get("choices")
+    if choices:
+        bears = False
+        for c in choices:
+            if not bears and _bears_token(c):
+                bears = True
+            if c.get("finish_reason"):
+                parsed.finish_reason = c["finish_reason"]
+        if bears:
+            parsed.token_ns.append(t)
+    elif "error" in obj:
         err = obj["error"]
         parsed.error = str(err.get("message", err) if isinstance(err, dict) else err)[:300]
         return
-    choices = obj.get("choices")
-    if choices and any(_bears_token(c) for c in choices):
-        parsed.token_ns.append(t)
-    for c in choices or ():
-        if c.get("finish_reason"):
-            parsed.finish_reason = c["finish_reason"]
     usage = obj.get("usage")
-    if isinstance(usage, dict):
+    if usage:
         if usage.get("completion_tokens") is not None:
             parsed.completion_tokens = int(usage["completion_tokens"])
         if usage.get("prompt_tokens") is not None:
@@ -92,17 +96,22 @@ def _absorb(parsed: ParsedStream, t: int, obj: Any) -> None:
 def parse_stream(reads: list[tuple[int, bytes]]) -> ParsedStream:
     """Parse stamped reads of an OpenAI-style completions/chat stream; raises ProtocolError."""
     parsed = ParsedStream()
+    loads = json.loads
     for t, event in split_events(reads):
-        data = event_data(event)
-        if data is None:
-            continue
+        if event[:6] == b"data: " and b"\n" not in event:  # the usual one-line event
+            data = event[6:]
+        else:
+            found = event_data(event)
+            if found is None:
+                continue
+            data = found
         if data == b"[DONE]":
             parsed.done = True
             continue
         if parsed.done:
             raise ProtocolError("data after [DONE]")
         try:
-            obj = json.loads(data)
+            obj = loads(data.decode())
         except ValueError:
             raise ProtocolError(f"invalid JSON in SSE data: {data[:80]!r}") from None
         _absorb(parsed, t, obj)

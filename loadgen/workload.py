@@ -66,12 +66,15 @@ def fingerprint(requests: Iterable[RequestSpec]) -> str:
     return f"sha256:{digest.hexdigest()}"
 
 
+_TOKEN_IDS = range(TOKEN_ID_LOW, TOKEN_ID_HIGH + 1)
+
+
 def _token_ids(rng: random.Random, n: int) -> list[int]:
-    return [rng.randint(TOKEN_ID_LOW, TOKEN_ID_HIGH) for _ in range(n)]
+    return rng.choices(_TOKEN_IDS, k=n)
 
 
 def _text(rng: random.Random, n: int) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(n))
+    return " ".join(rng.choices(WORDS, k=n))
 
 
 class SyntheticWorkload:

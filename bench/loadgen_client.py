@@ -1,0 +1,288 @@
+"""`make bench` (loadgen): the client's own speed and accuracy, measured against a fast server.
+
+The client (loadgen's real code path, `run_benchmark`) is pinned to CPU 0; a purpose-built raw-asyncio
+server in another process is pinned to CPU 1. The server spends little CPU per chunk (one global
+decode tick writes a precomputed chunk to every active stream) and stamps the real send time of each
+chunk (`perf_counter_ns()` right after `transport.write`, same CLOCK_MONOTONIC as the client).
+Figures printed (nothing here is hard-coded; every number is measured on this machine):
+  1. achieved vs asked rate and schedule-lag p99 at 100/200/400 req/s (32 tokens, TTFT 20 ms, 5 ms/token),
+     client-measured TTFT minus the server's true first-token send time (p50, p99), client CPU ms/request;
+  2. ITL error against the server's true send times with 64 streams (256 tokens at 2 ms);
+  3. share of the server's token rate the client ingests with 64/256/1024 streams (256 tokens at 2 ms).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import multiprocessing as mp
+import os
+import resource
+import tempfile
+import time
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import Any
+
+from loadgen.config import RunConfig
+from loadgen.runner import run_benchmark
+from loadgen.stats import percentile
+
+CLIENT_CPU, SERVER_CPU = 0, 1
+_CHUNK = (
+    b'data: {"id":"cmpl-bench","object":"text_completion","created":1795979377,"model":"bench",'
+    b'"choices":[{"index":0,"text":" tok","logprobs":null,"finish_reason":null,"stop_reason":null}]}\n\n'
+)
+
+
+def _chunked(payload: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(payload), payload)
+
+
+TOKEN = _chunked(_CHUNK)
+HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+MODELS = json.dumps({"object": "list", "data": [{"id": "bench", "max_model_len": 4096}]}).encode()
+
+
+@dataclass
+class Stream:
+    """One response being streamed; `stamps` are perf_counter_ns after each token write."""
+
+    transport: asyncio.Transport
+    rid: str
+    n: int
+    due_first: int
+    stamps: list[int] = field(default_factory=list)
+
+
+class FastServer:
+    """Global decode tick every `itl_s`: one token to every stream whose first token is due."""
+
+    def __init__(self, ttft_s: float, itl_s: float) -> None:
+        self.ttft_ns, self.itl_s = int(ttft_s * 1e9), itl_s
+        self.active: list[Stream] = []
+        self.done: list[tuple[str, list[int]]] = []
+
+    def request(self, transport: asyncio.Transport, head: bytes, body: bytes) -> None:
+        line = head.split(b"\r\n", 1)[0]
+        if line.startswith(b"GET /v1/models"):
+            transport.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                % (len(MODELS), MODELS)
+            )
+            return
+        if not line.startswith(b"POST"):
+            transport.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+            return
+        rid = ""
+        for h in head.split(b"\r\n"):
+            if h[:13].lower() == b"x-request-id:":
+                rid = h[13:].strip().decode()
+        n = int(json.loads(body).get("max_tokens", 16))
+        transport.write(HEAD)
+        self.active.append(Stream(transport, rid, n, time.perf_counter_ns() + self.ttft_ns))
+
+    def tick(self) -> None:
+        now, keep = time.perf_counter_ns(), []
+        stamp = time.perf_counter_ns
+        for s in self.active:
+            if not s.stamps and now < s.due_first:
+                keep.append(s)
+                continue
+            s.transport.write(TOKEN)
+            s.stamps.append(stamp())
+            if len(s.stamps) < s.n:
+                keep.append(s)
+                continue
+            usage = {"choices": [], "usage": {"prompt_tokens": 32, "completion_tokens": s.n}}
+            s.transport.write(
+                _chunked(b"data: " + json.dumps(usage).encode() + b"\n\n")
+                + _chunked(b"data: [DONE]\n\n")
+                + b"0\r\n\r\n"
+            )
+            self.done.append((s.rid, s.stamps))
+        self.active = keep
+
+
+class _Conn(asyncio.Protocol):
+    def __init__(self, server: FastServer) -> None:
+        self.server, self.buf = server, b""
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        while (cut := self.buf.find(b"\r\n\r\n")) >= 0:
+            head, length = self.buf[:cut], 0
+            for h in head.split(b"\r\n"):
+                if h[:15].lower() == b"content-length:":
+                    length = int(h[15:])
+            if len(self.buf) < cut + 4 + length:
+                return
+            body, self.buf = self.buf[cut + 4 : cut + 4 + length], self.buf[cut + 4 + length :]
+            assert self.transport is not None
+            self.server.request(self.transport, head, body)
+
+
+async def _serve(conn: Connection, ttft_s: float, itl_s: float) -> None:
+    loop = asyncio.get_running_loop()
+    server = FastServer(ttft_s, itl_s)
+    srv = await loop.create_server(lambda: _Conn(server), "127.0.0.1", 0, backlog=4096)
+    conn.send(srv.sockets[0].getsockname()[1])
+    stop = asyncio.Event()
+
+    def on_command() -> None:
+        if conn.recv() == "dump":
+            conn.send(server.done)
+            server.done = []
+        else:
+            stop.set()
+
+    loop.add_reader(conn.fileno(), on_command)
+    next_tick = loop.time()
+    while not stop.is_set():
+        server.tick()
+        next_tick = max(next_tick + itl_s, loop.time())
+        await asyncio.sleep(next_tick - loop.time())
+    srv.close()
+
+
+def _server_main(conn: Connection, ttft_s: float, itl_s: float) -> None:
+    os.sched_setaffinity(0, {SERVER_CPU})
+    asyncio.run(_serve(conn, ttft_s, itl_s))
+
+
+class ServerProcess:
+    """The fast server in its own process on its own core (context manager)."""
+
+    def __init__(self, ttft_s: float, itl_s: float) -> None:
+        self.parent, child = mp.Pipe()
+        self.proc = mp.get_context("fork").Process(
+            target=_server_main, args=(child, ttft_s, itl_s), daemon=True
+        )
+
+    def __enter__(self) -> ServerProcess:
+        self.proc.start()
+        self.url = f"http://127.0.0.1:{self.parent.recv()}"
+        return self
+
+    def dump(self) -> dict[str, list[int]]:
+        self.parent.send("dump")
+        return dict(self.parent.recv())
+
+    def __exit__(self, *exc: object) -> None:
+        self.parent.send("stop")
+        self.proc.join(10)
+
+
+async def _client_run(url: str, out_dir: str, **kw: Any) -> tuple[Any, float, list[dict[str, Any]]]:
+    config = RunConfig(
+        target="vllm",
+        base_url=url,
+        model="bench",
+        metrics_port=0,
+        linger_s=0,
+        results_dir=out_dir,
+        input_len="fixed:32",
+        max_error_rate=1.0,
+        **kw,
+    )
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    result = await run_benchmark(config, progress=False)
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    user_s, sys_s = after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
+    cpu_s = user_s + sys_s
+    print(f"    (client CPU: user {user_s:.2f} s, system {sys_s:.2f} s)")
+    lines = [json.loads(x) for x in (result.result_dir / "requests.jsonl").read_text().splitlines()]
+    return result, cpu_s, lines
+
+
+def _p(values: list[float], q: float) -> float:
+    return percentile(sorted(values), q) if values else float("nan")
+
+
+def rate_figures(out_dir: str, seconds: float) -> None:
+    """Figure 1: rate accuracy, schedule lag, TTFT error and CPU per request."""
+    print("rate  asked  achieved  err%   lag_p99_ms  ttft_err_p50_ms  ttft_err_p99_ms  cpu_ms/req  ok")
+    with ServerProcess(ttft_s=0.020, itl_s=0.005) as server:
+        for rate in (100, 200, 400):
+            n = int(rate * seconds)
+            result, cpu_s, lines = asyncio.run(
+                _client_run(
+                    server.url,
+                    out_dir,
+                    rate=float(rate),
+                    arrival="constant",
+                    num_prompts=n,
+                    output_len="fixed:32",
+                )
+            )
+            truth = server.dump()
+            s = result.summary
+            errs = [
+                (x["first_token_ns"] - truth[x["x_request_id"]][0]) / 1e6
+                for x in lines
+                if x["first_token_ns"]
+            ]
+            achieved = s["achieved_rate"] or 0.0
+            print(
+                f"{rate:>4}  {rate:>5}  {achieved:8.2f}  {100 * (achieved / rate - 1):+5.2f}  "
+                f"{s['schedule_lag_s']['p99'] * 1e3:10.3f}  {_p(errs, 50):15.3f}  {_p(errs, 99):15.3f}  "
+                f"{cpu_s * 1e3 / n:10.3f}  {s['requests']['ok']}/{n}"
+            )
+
+
+def stream_figures(out_dir: str) -> None:
+    """Figures 2 and 3: ITL error with 64 streams; share of the server's token rate ingested."""
+    print("streams  server_tok/s  client_tok/s  share%  server_vs_nominal%  itl_err_p50_ms  itl_err_p99_ms")
+    with ServerProcess(ttft_s=0.002, itl_s=0.002) as server:
+        for streams in (64, 256, 1024):
+            _, _, lines = asyncio.run(
+                _client_run(
+                    server.url,
+                    out_dir,
+                    num_prompts=streams,
+                    max_concurrency=streams,
+                    output_len="fixed:256",
+                    request_timeout_s=120.0,
+                )
+            )
+            truth = server.dump()
+            tokens = sum(len(v) for v in truth.values())
+            s_first, s_last = min(v[0] for v in truth.values()), max(v[-1] for v in truth.values())
+            c_first = min(x["first_token_ns"] for x in lines)
+            c_last = max(x["last_token_ns"] for x in lines)
+            server_rate = tokens / ((s_last - s_first) / 1e9)
+            client_rate = sum(x["output_tokens"] for x in lines) / ((c_last - c_first) / 1e9)
+            itl_err = []
+            for x in lines:
+                t = truth[x["x_request_id"]]
+                gaps = [(b - a) / 1e6 for a, b in zip(t, t[1:], strict=False)]
+                itl_err += [abs(c * 1e3 - g) for c, g in zip(x["itl_s"], gaps, strict=False)]
+            share, nominal = 100 * client_rate / server_rate, 100 * server_rate / (streams / 0.002)
+            print(
+                f"{streams:>7}  {server_rate:12.0f}  {client_rate:12.0f}  {share:6.1f}  {nominal:18.1f}  "
+                f"{_p(itl_err, 50):14.3f}  {_p(itl_err, 99):14.3f}"
+            )
+
+
+def main() -> None:
+    """Print the loadgen client figures (about a minute)."""
+    if (os.cpu_count() or 1) < 2:
+        print("needs 2 CPUs (client and server on separate cores); skipped")
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    os.sched_setaffinity(0, {CLIENT_CPU})
+    seconds = float(os.environ.get("BENCH_SECONDS", "10"))
+    print(f"client pinned to CPU {CLIENT_CPU}, server to CPU {SERVER_CPU}; {seconds:g} s per rate")
+    with tempfile.TemporaryDirectory() as out_dir:
+        rate_figures(out_dir, seconds)
+        stream_figures(out_dir)
+
+
+if __name__ == "__main__":
+    main()
