@@ -65,3 +65,32 @@ def test_histogram_quantile_within_5_percent_of_exact() -> None:
         for q in (0.5, 0.9, 0.99):
             exact = percentile(values, q * 100)
             assert abs(_histogram_quantile(q, bounds, values) / exact - 1) < 0.05
+
+
+def test_every_emitted_metric_is_documented_and_exposition_is_cumulative() -> None:
+    from pathlib import Path
+
+    m = _metrics()
+    m.ttft.observe(LATENCY_BUCKETS[3])  # exactly on a bound: counted in that bucket (le is inclusive)
+    m.ttft.observe(1000.0)  # beyond the last bound: only in +Inf
+    names = {metric.name for metric in m.registry.collect()}
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "METRICS.md").read_text()
+    for name in names:
+        shown = (
+            name + "_total"
+            if name
+            in {
+                "loadgen_requests",
+                "loadgen_prompt_tokens",
+                "loadgen_output_tokens",
+                "loadgen_slo_met_requests",
+            }
+            else name
+        )
+        assert f"| `{shown}` |" in doc, shown
+    get = m.registry.get_sample_value
+    bucket = "loadgen_time_to_first_token_seconds_bucket"
+    assert get(bucket, {**LABELS, "le": str(LATENCY_BUCKETS[2])}) == 0
+    assert get(bucket, {**LABELS, "le": str(LATENCY_BUCKETS[3])}) == 1
+    assert get(bucket, {**LABELS, "le": "+Inf"}) == 2
+    assert get("loadgen_time_to_first_token_seconds_count", LABELS) == 2
