@@ -148,7 +148,7 @@ def profile_nvml(rounds: int) -> None:
         {
             "clock_event_reasons": gpu_read.read_clock_event_reasons,
             "processes": gpu_read.read_processes,
-            "violations": gpu_read.read_violations,
+            "slow_fields (sampled)": gpu_read.read_slow_fields,
         }
     )
     for name, fn in steps.items():

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from exporter.gpu_read import read_violations
+from exporter.gpu_read import read_slow_fields
 from exporter.nvml import DeviceLost, NvmlSession, NvmlUnavailable, text, try_call
 
 LOG = logging.getLogger(__name__)
@@ -33,21 +33,19 @@ class GpuSamples:
     util_peak_percent: float | None = None
     gpm: dict[str, float] = field(default_factory=dict)
     last_xid: int = 0
-    violations: dict[str, float] | None = None  # None until the sampler has read them once
+    slow: dict[str, float] | None = None  # gpu_read.read_slow_fields; None until first read
     gpm_supported: bool | None = None
     gpm_prev: Any = None
-    violations_read_at: float = 0.0
+    slow_read_at: float = 0.0
 
 
 class GpuSampler:
     """Samples every GPU each `interval_s` seconds; never raises out of the thread."""
 
-    def __init__(
-        self, session: NvmlSession, interval_s: float = 1.0, violations_every_s: float = 5.0
-    ) -> None:
+    def __init__(self, session: NvmlSession, interval_s: float = 1.0, slow_every_s: float = 5.0) -> None:
         self.session = session
         self.interval_s = interval_s
-        self.violations_every_s = violations_every_s
+        self.slow_every_s = slow_every_s
         self._lock = threading.Lock()
         self._gpus: dict[int, GpuSamples] = {}
         self._stop = threading.Event()
@@ -101,10 +99,10 @@ class GpuSampler:
                 state.util_peak_percent = max(state.util_peak_percent or 0.0, float(rates.gpu))
         self._sample_gpm(nvml, handle, state)
         now = time.monotonic()
-        if state.violations is None or now - state.violations_read_at >= self.violations_every_s:
-            violations = read_violations(nvml, handle)
+        if state.slow is None or now - state.slow_read_at >= self.slow_every_s:
+            slow = read_slow_fields(nvml, handle)
             with self._lock:
-                state.violations, state.violations_read_at = violations, now
+                state.slow, state.slow_read_at = slow, now
 
     def _sample_gpm(self, nvml: Any, handle: Any, state: GpuSamples) -> None:
         if state.gpm_supported is None:
@@ -160,7 +158,7 @@ class GpuSampler:
                 state.util_peak_percent,
                 dict(state.gpm),
                 state.last_xid,
-                dict(state.violations) if state.violations is not None else None,
+                dict(state.slow) if state.slow is not None else None,
             )
             state.power_peak_w = None
             state.util_peak_percent = None

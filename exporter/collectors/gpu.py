@@ -20,7 +20,7 @@ from exporter.gpu_read import (
     read_fields,
     read_identity,
     read_processes,
-    read_violations,
+    read_slow_fields,
 )
 from exporter.gpu_sampler import GpuSampler
 from exporter.nvml import DeviceLost, NvmlSession, text, try_call
@@ -165,10 +165,10 @@ class GpuCollector:
         if samples is not None:
             fields.update(samples.gpm)
             fields["DCGM_FI_DEV_XID_ERRORS"] = float(samples.last_xid)
-        if samples is not None and samples.violations is not None:
-            fields.update(samples.violations)
-        else:  # no sampler running: read them now
-            fields.update(read_violations(nvml, handle))
+        if samples is not None and samples.slow is not None:
+            fields.update(samples.slow)
+        else:  # no sampler running: read the slow fields now
+            fields.update(read_slow_fields(nvml, handle))
         for name, (typ, doc) in DCGM_FIELDS.items():
             if name in fields:
                 out.add(name, typ, doc, labels, fields[name])

@@ -212,7 +212,7 @@ def test_violation_durations_in_dcgm_microseconds() -> None:
     assert registry.get_sample_value("DCGM_FI_DEV_RELIABILITY_VIOLATION", dcgm_labels(0)) == 0
 
 
-def test_violations_come_from_the_sampler_not_the_scrape() -> None:
+def test_slow_fields_come_from_the_sampler_not_the_scrape() -> None:
     class Counting(FakeNvml):
         violation_calls = 0
 
