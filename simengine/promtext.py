@@ -113,9 +113,11 @@ class Histogram(Family):
         self._render_created(out)
 
 
-def render(families: Iterable[Family]) -> bytes:
-    """The exposition text of `families`, in order."""
+def render(families: Iterable[Family], *, skip_empty: bool = False) -> bytes:
+    """The exposition text of `families`, in order (`skip_empty`: leave out families with no series)."""
     out: list[str] = []
     for fam in families:
+        if skip_empty and not fam.values and not getattr(fam, "counts", None):
+            continue
         fam.render(out)
     return ("\n".join(out) + "\n").encode()

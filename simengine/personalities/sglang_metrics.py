@@ -222,9 +222,6 @@ class SglangMetrics:
         }
         self._window: list[tuple[float, int]] = []
         self._pid = str(os.getpid())
-        for hist in (self.ttft, self.itl, self.e2e, self.prompt_hist, self.uncached_hist, self.gen_hist):
-            hist.ensure(self.labels)
-        self.queue.ensure(self.sched_labels)
 
     def on_step(self, step_tokens: int) -> None:
         """Nothing per step: SGLang's per-pass series are not modelled."""
@@ -258,6 +255,33 @@ class SglangMetrics:
         return (generated - g0) / (now - t0) if now > t0 else 0.0
 
     def render(self, sched: Scheduler) -> bytes:
+        """Exposition text; like SGLang's multiprocess collector, series appear once they have data."""
+        c = sched.counters
+        for name, value in self._static.items():
+            self.gauges[name].set(self.sched_labels, value)
+        if c.steps:
+            self._render_activity(sched)
+        return render(
+            (
+                self.prompt_tokens,
+                self.generation_tokens,
+                self.num_requests,
+                self.cached_tokens,
+                self.aborted,
+                *self.gauges.values(),
+                self.ttft,
+                self.itl,
+                self.e2e,
+                self.prompt_hist,
+                self.uncached_hist,
+                self.gen_hist,
+                self.queue,
+                self.realtime,
+            ),
+            skip_empty=True,
+        )
+
+    def _render_activity(self, sched: Scheduler) -> None:
         lab, slab = self.labels, self.sched_labels
         c = sched.counters
         kv = sched.kv
@@ -265,11 +289,8 @@ class SglangMetrics:
         self.prompt_tokens.values[lab] = float(c.prompt_tokens)
         self.generation_tokens.values[lab] = float(c.generation_tokens)
         self.cached_tokens.values[(*lab, ("cache_source", "device"))] = float(c.cached_prompt_tokens)
-        self.num_requests.values.setdefault(lab, 0.0)
-        self.aborted.values.setdefault(lab, 0.0)
         used = kv.used_blocks * bs
         values = {
-            **self._static,
             "num_running_reqs": float(len(sched.running)),
             "num_queue_reqs": float(len(sched.waiting)),
             "gen_throughput": self._gen_throughput(c.generation_tokens),
@@ -290,21 +311,3 @@ class SglangMetrics:
         self.realtime.values[(*slab, ("mode", "prefill_compute"))] = float(c.computed_prompt_tokens)
         self.realtime.values[(*slab, ("mode", "decode"))] = float(c.generation_tokens)
         self.realtime.values[(*slab, ("mode", "prefill_cache"))] = float(c.cached_prompt_tokens)
-        return render(
-            (
-                self.prompt_tokens,
-                self.generation_tokens,
-                self.num_requests,
-                self.cached_tokens,
-                self.aborted,
-                *self.gauges.values(),
-                self.ttft,
-                self.itl,
-                self.e2e,
-                self.prompt_hist,
-                self.uncached_hist,
-                self.gen_hist,
-                self.queue,
-                self.realtime,
-            )
-        )

@@ -234,3 +234,53 @@ async def test_sglang_flush_cache_refuses_while_requests_run() -> None:
         assert (await idle.text()).startswith("Cache flushed.")
     finally:
         await client.close()
+
+
+def _family_block(text: str, family: str) -> list[str]:
+    """The exposition lines of one family (HELP, TYPE, samples), `_created` values blanked."""
+    lines = [
+        ln
+        for ln in text.splitlines()
+        if ln.split("{")[0].split(" ")[0] == family
+        or ln.startswith((f"# HELP {family} ", f"# TYPE {family} "))
+        or ln.startswith((f"{family}_bucket", f"{family}_count", f"{family}_sum"))
+    ]
+    return lines
+
+
+@pytest.mark.parametrize(
+    ("personality", "golden", "families"),
+    [
+        (
+            "vllm",
+            GOLDEN_VLLM,
+            [
+                "vllm:num_requests_waiting_by_reason",
+                "vllm:request_success_total",
+                "vllm:time_to_first_token_seconds",
+                "vllm:inter_token_latency_seconds",
+                "vllm:e2e_request_latency_seconds",
+                "vllm:engine_sleep_state",
+                "vllm:request_prompt_tokens",
+                "vllm:iteration_tokens_total",
+            ],
+        ),
+        ("sglang", GOLDEN_SGLANG, ["sglang:max_total_num_tokens", "sglang:page_size", "sglang:context_len"]),
+    ],
+)
+async def test_idle_metrics_are_byte_identical_to_the_golden(
+    personality: str, golden: Path, families: list[str]
+) -> None:
+    """Idle engine, same model name, context length and KV size as the capture: the same bytes."""
+    client = await _client("--personality", personality, "--kv-cache-tokens", "18208552")
+    try:
+        text = await (await client.get("/metrics")).text()
+    finally:
+        await client.close()
+    gold = golden_body(golden / "metrics_0_idle.txt")
+    for family in families:
+        ours = _family_block(text, family)
+        assert ours, family
+        assert ours == _family_block(gold, family), family
+    # families appear only where the real engine has them when idle (SGLang: no series before requests)
+    assert set(headers_and_families(text)) <= set(headers_and_families(gold))
