@@ -232,3 +232,33 @@ async def test_api_key_is_enforced_when_set() -> None:
         assert "sk-test" not in info
     finally:
         await client.close()
+
+
+async def test_several_prompts_stream_as_several_choices_with_one_usage(personality_client: Any) -> None:
+    _, client = personality_client
+    resp = await client.post(
+        "/v1/completions",
+        json={
+            "prompt": ["a b", "c d e"],
+            "max_tokens": 3,
+            "ignore_eos": True,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        },
+    )
+    events = [json.loads(e) for e in sse_events(await resp.text())[:-1]]
+    token_events = [e for e in events if e["choices"]]
+    assert sorted(e["choices"][0]["index"] for e in token_events) == [0, 0, 0, 1, 1, 1]
+    assert events[-1]["usage"]["completion_tokens"] == 6
+    assert sum(1 for e in events if not e["choices"]) == 1
+
+
+async def test_sim_stats_reports_step_timing(personality_client: Any) -> None:
+    _, client = personality_client
+    await client.post("/v1/completions", json={"prompt": "x", "max_tokens": 5, "ignore_eos": True})
+    stats = await (await client.get("/sim/stats")).json()
+    assert stats["steps"] >= 5
+    assert stats["generation_tokens"] == 5
+    assert stats["step_lateness_ms"]["p50"] >= 0.0
+    assert (await client.post("/sim/stats/reset")).status == 204
+    assert (await (await client.get("/sim/stats")).json())["steps"] == 0

@@ -121,3 +121,11 @@ def test_stop_ends_in_flight_streams_promptly() -> None:
     assert time.monotonic() - started < 5
     assert outcome
     assert outcome[0] != "complete"
+
+
+def test_loadgen_sim_subcommand_is_registered() -> None:
+    from loadgen.cli.main import cli
+
+    result = CliRunner().invoke(cli, ["sim", "--personality", "trt"])
+    assert result.exit_code == 2
+    assert "'trt'; choose from vllm, sglang" in result.output

@@ -154,3 +154,21 @@ def test_kv_evicts_least_recently_freed_cached_blocks_and_resets() -> None:
     assert len(kv.evictable) == 1
     assert kv.reset_prefix_cache() == 1
     assert not kv.evictable
+
+
+def test_admission_waits_for_kv_room() -> None:
+    # 96 tokens of KV: a 60-token prompt takes 4 blocks (61 slots), the next 60-token one must wait
+    s = _sched(
+        "--kv-cache-tokens", "96", "--max-model-len", "96", "--block-size", "16", "--no-enable-prefix-caching"
+    )
+    s.add(_group(0, list(range(100, 160)), 2))
+    s.add(_group(1, list(range(200, 260)), 2))
+    s.schedule()
+    assert len(s.running) == 1
+    assert len(s.waiting) == 1
+    for t in range(10):
+        batch = s.schedule()
+        if batch is None:
+            break
+        s.complete(batch, t)
+    assert not s.waiting  # admitted once the first one finished and freed its blocks
