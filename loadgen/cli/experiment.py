@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -48,7 +49,8 @@ def _status_table(plan: Plan, state: ExperimentState) -> str:
 def _execute(plan: Plan, state: ExperimentState) -> None:
     from loadgen.experiments.runner import ExperimentInterrupted, ExperimentRunner, ExperimentStopped
 
-    runner = ExperimentRunner(plan, state, log=lambda m: click.echo(m, err=True))
+    api_key = os.environ.get("LOADGEN_API_KEY") or os.environ.get("OPENAI_API_KEY")
+    runner = ExperimentRunner(plan, state, log=lambda m: click.echo(m, err=True), api_key=api_key)
     code = 0
     try:
         runner.run()

@@ -87,8 +87,9 @@ def expand(plan: Plan) -> list[RunSpec]:
 
 
 def build_config(spec: RunSpec, *, target: str, base_url: str, results_dir: str,
-                 experiment_id: str, extra_manifest: dict[str, Any]) -> RunConfig:
-    """The RunConfig of one run: plan settings plus the runner's per-run fields."""
+                 experiment_id: str, extra_manifest: dict[str, Any], api_key: str | None = None) -> RunConfig:
+    """The RunConfig of one run: plan settings plus the runner's per-run fields (the API key comes
+    from the command line's environment, never from the plan file)."""
     load_fields: dict[str, Any] = (
         {"max_concurrency": int(spec.load), "rate": math.inf} if spec.load_kind == "concurrency"
         else {"rate": spec.load}
@@ -96,7 +97,7 @@ def build_config(spec: RunSpec, *, target: str, base_url: str, results_dir: str,
     return RunConfig(**{
         **spec.settings, **load_fields, "target": target, "base_url": base_url,
         "results_dir": results_dir, "experiment_id": experiment_id,
-        "scenario": f"{spec.phase}-{spec.workload}", "extra_manifest": extra_manifest,
+        "scenario": f"{spec.phase}-{spec.workload}", "extra_manifest": extra_manifest, "api_key": api_key,
     })
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from exporter.engine_params import to_cmdline
+from exporter.redact import redact_argv
 from loadgen.experiments.plantypes import EngineSpec
 
 POLL_S = 0.2
@@ -71,7 +72,8 @@ class LaunchedEngine:
         self.base_url = template.replace("{port}", str(port)).rstrip("/")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
-            log.write(f"\n# {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {self.argv}\n".encode())
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            log.write(f"\n# {stamp} {redact_argv(self.argv)}\n".encode())
             self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT,
                                          env={**os.environ, **self.spec.env}, start_new_session=True)
         self._wait_healthy()

@@ -75,9 +75,9 @@ class ExperimentRunner:
     """Runs every not-yet-finished run of a plan, in order."""
 
     def __init__(self, plan: Plan, state: ExperimentState, *, run_fn: RunFn = run_benchmark_sync,
-                 log: Log = print, progress: bool = False) -> None:
+                 log: Log = print, api_key: str | None = None) -> None:
         self.plan, self.state, self.run_fn, self.log = plan, state, run_fn, log
-        self.progress = progress
+        self.api_key = api_key
         self.active: _Active | None = None
         self.failed_groups: dict[tuple[str, str, str], str] = {}
 
@@ -165,7 +165,7 @@ class ExperimentRunner:
             extra["engine"] = launched_engine_facts(self.active.engine.argv, engine.target)
         config = build_config(spec, target=engine.target, base_url=base_url,
                               results_dir=self.plan.results_dir, experiment_id=self.state.experiment_id,
-                              extra_manifest=extra)
+                              extra_manifest=extra, api_key=self.api_key)
         self.log(f"run {spec.key}")
         try:
             result = self.run_fn(config)

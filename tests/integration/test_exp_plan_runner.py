@@ -202,3 +202,19 @@ def _answers(url: str) -> bool:
             return True
     except OSError:
         return False
+
+
+def test_api_keys_reach_the_engine_but_no_file(tmp_path):
+    secret = "sk-test-0123456789abcdef"
+    command = f"{SIM.format(personality='vllm')} --api-key {secret}"
+    engines = f"  sim:\n    kind: launch\n    command: {command}\n"
+    phases = "phases:\n  - {name: p, kind: baseline, workloads: [short], concurrency: [2]}\n"
+    plan = _plan(tmp_path, engines, phases)
+    state = ExperimentState("exp-key", experiment_dir(tmp_path, "exp-key"), plan.name)
+    runner = ExperimentRunner(plan, state, run_fn=lambda c: run_benchmark_sync(c, progress=False),
+                              log=lambda _: None, api_key=secret)
+    assert runner.run().status == "done"
+    (run_id,) = state.run_ids()
+    assert load_run(tmp_path, run_id).summary["requests"]["ok"] == 8  # the key was accepted
+    leaked = [p for p in tmp_path.rglob("*") if p.is_file() and secret in p.read_text(errors="replace")]
+    assert leaked == []
