@@ -74,8 +74,12 @@ class LaunchedEngine:
         with self.log_path.open("ab") as log:
             stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
             log.write(f"\n# {stamp} {redact_argv(self.argv)}\n".encode())
-            self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT,
-                                         env={**os.environ, **self.spec.env}, start_new_session=True)
+            try:
+                self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT,
+                                             env={**os.environ, **self.spec.env}, start_new_session=True)
+            except OSError as exc:
+                raise EngineFailed(f"cannot start engine {self.spec.name!r}: {exc.strerror}: "
+                                   f"{self.argv[0]!r}") from None
         self._wait_healthy()
         return self.base_url
 

@@ -100,11 +100,12 @@ def _plan_text_for_status(tmp_path: Path, engines: str, phases: str) -> str:
 NEVER_HEALTHY = ('  broken:\n    kind: launch\n    target: vllm\n    command: [python, -c, "import time; '
                  'time.sleep(30)"]\n    health_timeout_s: 1\n')
 EXITS = '  crashing:\n    kind: launch\n    target: vllm\n    command: [python, -c, "raise SystemExit(3)"]\n'
+MISSING = "  missing:\n    kind: launch\n    target: vllm\n    command: no-such-engine-binary --port {port}\n"
 
 
 def test_engine_that_never_becomes_healthy_fails_its_runs_and_the_plan_continues(tmp_path, sglang_engine):
     good = f"  sgl:\n    kind: external\n    target: sglang\n    base_url: {sglang_engine.base_url}\n"
-    state = _run(_plan(tmp_path, NEVER_HEALTHY + EXITS + good), tmp_path)
+    state = _run(_plan(tmp_path, NEVER_HEALTHY + EXITS + MISSING + good), tmp_path)
     runs = state.runs
     broken = [v for k, v in runs.items() if "/broken/" in k]
     assert broken[0]["status"] == "failed"
@@ -113,6 +114,9 @@ def test_engine_that_never_becomes_healthy_fails_its_runs_and_the_plan_continues
     assert broken[1]["status"] == "skipped"
     crashing = [v for k, v in runs.items() if "/crashing/" in k]
     assert "exited with code 3" in crashing[0]["error"]
+    missing = [v for k, v in runs.items() if "/missing/" in k]
+    assert "cannot start engine 'missing'" in missing[0]["error"]
+    assert "no-such-engine-binary" in missing[0]["error"]
     assert [v["status"] for k, v in runs.items() if "/sgl/" in k] == ["done", "done"]
 
 
