@@ -49,12 +49,23 @@ class _Active:
     runs_served: int = 0
 
 
+FLUSH_ATTEMPTS = 3
+FLUSH_RETRY_S = 0.5
+
+
 def flush_external(target: str, base_url: str) -> dict[str, Any]:
-    """Flush an engine's prefix cache over HTTP; the manifest's `cache` section."""
+    """Flush an engine's prefix cache over HTTP; the manifest's `cache` section. SGLang refuses a
+    flush while requests are still running (e.g. the tail of a cancelled run), so a refused flush is
+    retried a few times before the run is marked as not cleared."""
     async def _flush() -> dict[str, Any]:
         async with aiohttp.ClientSession() as session:
-            result = await get_target(target).flush_cache(session, base_url)
-        return {"flushed": result.ok, "method": result.method, "detail": result.detail}
+            for attempt in range(1, FLUSH_ATTEMPTS + 1):
+                result = await get_target(target).flush_cache(session, base_url)
+                if result.ok or result.method == "none" or attempt == FLUSH_ATTEMPTS:
+                    break
+                await asyncio.sleep(FLUSH_RETRY_S)
+        detail = result.detail + (f" (attempt {attempt})" if attempt > 1 else "")
+        return {"flushed": result.ok, "method": result.method, "detail": detail}
     return asyncio.run(_flush())
 
 
