@@ -119,8 +119,8 @@ def write_json(path: Path, obj: Any) -> None:
 
 
 def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
-    """Atomically write one JSON object per line."""
-    atomic_write(path, "".join(json.dumps(_jsonable(r), separators=(",", ":")) + "\n" for r in rows))
+    """Atomically write one JSON object per line (finite numbers only: per-request lines have no inf)."""
+    atomic_write(path, "".join(json.dumps(r, separators=(",", ":"), default=str) + "\n" for r in rows))
 
 
 def _jsonable(obj: Any) -> Any:

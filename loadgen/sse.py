@@ -93,10 +93,10 @@ def _absorb(parsed: ParsedStream, t: int, obj: Any) -> None:
             parsed.prompt_tokens = int(usage["prompt_tokens"])
 
 
-def parse_stream(reads: list[tuple[int, bytes]]) -> ParsedStream:
-    """Parse stamped reads of an OpenAI-style completions/chat stream; raises ProtocolError."""
-    parsed = ParsedStream()
-    loads = json.loads
+def _data_items(reads: list[tuple[int, bytes]], parsed: ParsedStream) -> tuple[list[int], list[bytes]]:
+    """(times, JSON payloads) of the data events; marks [DONE]; raises on anything after it."""
+    times: list[int] = []
+    payloads: list[bytes] = []
     for t, event in split_events(reads):
         if event[:6] == b"data: " and b"\n" not in event:  # the usual one-line event
             data = event[6:]
@@ -110,9 +110,28 @@ def parse_stream(reads: list[tuple[int, bytes]]) -> ParsedStream:
             continue
         if parsed.done:
             raise ProtocolError("data after [DONE]")
-        try:
-            obj = loads(data.decode())
-        except ValueError:
-            raise ProtocolError(f"invalid JSON in SSE data: {data[:80]!r}") from None
+        times.append(t)
+        payloads.append(data)
+    return times, payloads
+
+
+def _decode_all(payloads: list[bytes]) -> list[Any]:
+    """All payloads in one `json.loads` (one C call); on failure, find and name the bad one."""
+    try:
+        return list(json.loads(b"[" + b",".join(payloads) + b"]"))
+    except ValueError:
+        for data in payloads:
+            try:
+                json.loads(data)
+            except ValueError:
+                raise ProtocolError(f"invalid JSON in SSE data: {data[:80]!r}") from None
+        raise ProtocolError("SSE data events do not form JSON values") from None
+
+
+def parse_stream(reads: list[tuple[int, bytes]]) -> ParsedStream:
+    """Parse stamped reads of an OpenAI-style completions/chat stream; raises ProtocolError."""
+    parsed = ParsedStream()
+    times, payloads = _data_items(reads, parsed)
+    for t, obj in zip(times, _decode_all(payloads) if payloads else [], strict=True):
         _absorb(parsed, t, obj)
     return parsed
