@@ -1,7 +1,8 @@
 """Engines an experiment starts itself: launch a command, wait until healthy, stop it.
 
-`{port}` in the command and base URL becomes a free loopback port; a leading `python`/`python3`
-becomes this interpreter (so `python -m simengine` uses the same environment). Parameter variants
+`{port}` in the command and base URL becomes a free loopback port; `python -m simengine` runs with
+this interpreter (other engines run as written: give the path of their own environment's python,
+as the seed recommends one isolated environment per engine). Parameter variants
 are appended as the engine's own flags (exporter/engine_params.py). Output goes to a log file.
 """
 
@@ -40,8 +41,8 @@ def free_port() -> int:
 def launch_argv(spec: EngineSpec, params: dict[str, Any], port: int) -> list[str]:
     """The command to run: `{port}` filled, python resolved, variant params appended as flags."""
     argv = [token.replace("{port}", str(port)) for token in spec.command]
-    if argv and argv[0] in ("python", "python3"):
-        argv[0] = sys.executable
+    if argv[:1] in (["python"], ["python3"]) and spec.family == "simengine":
+        argv[0] = sys.executable  # our own simulator lives in this environment
     if spec.family is not None:
         argv += to_cmdline(spec.family, params)
     return argv

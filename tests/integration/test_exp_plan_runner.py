@@ -4,6 +4,7 @@ flushed, engines that never become healthy, and interrupted experiments that res
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -97,9 +98,11 @@ def _plan_text_for_status(tmp_path: Path, engines: str, phases: str) -> str:
     return f"name: t\nresults_dir: {tmp_path}\n{DEFAULTS}engines:\n{engines}{phases}"
 
 
-NEVER_HEALTHY = ('  broken:\n    kind: launch\n    target: vllm\n    command: [python, -c, "import time; '
+PY = json.dumps(sys.executable)  # not every machine has a `python` on PATH
+NEVER_HEALTHY = ('  broken:\n    kind: launch\n    target: vllm\n    command: [' + PY + ', -c, "import time; '
                  'time.sleep(30)"]\n    health_timeout_s: 1\n')
-EXITS = '  crashing:\n    kind: launch\n    target: vllm\n    command: [python, -c, "raise SystemExit(3)"]\n'
+EXITS = ('  crashing:\n    kind: launch\n    target: vllm\n    command: [' + PY
+         + ', -c, "raise SystemExit(3)"]\n')
 MISSING = "  missing:\n    kind: launch\n    target: vllm\n    command: no-such-engine-binary --port {port}\n"
 
 
