@@ -46,7 +46,10 @@ class StampingHandler(ResponseHandler):
         super().data_received(data)
         payload = self._payload
         if payload is not None and payload is not before and type(payload) is StreamReader:
-            early = payload.read_nowait()  # body bytes that came with the headers
+            try:
+                early = payload.read_nowait()  # body bytes that came with the headers
+            except Exception:  # noqa: BLE001 - a failed body stays a plain reader; its error surfaces there
+                return
             _READS[id(payload)] = [(arrived, early)] if early else []
             payload.__class__ = StampingReader
 

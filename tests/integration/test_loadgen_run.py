@@ -214,3 +214,20 @@ async def test_unreachable_target_fails_before_the_run(tmp_path: Path) -> None:
     ):
         await run_benchmark(_config(url, tmp_path, target="sglang"), progress=False)
     assert not os.listdir(tmp_path)
+
+
+async def test_duration_bounds_open_and_closed_loop_runs(tmp_path: Path) -> None:
+    engine = FakeEngine(ttft_s=0.005, itl_s=0.001)
+    async with serve(engine.app()) as url:
+        timed = await run_benchmark(
+            _config(url, tmp_path, rate=40.0, arrival="constant", duration_s=0.5), progress=False
+        )
+        closed = await run_benchmark(
+            _config(url, tmp_path, max_concurrency=2, duration_s=0.5, output_len="fixed:4"), progress=False
+        )
+    assert timed.summary["requests"]["total"] == 20  # 0.5 s at 40 req/s, first send at 0
+    assert not timed.partial
+    lines = _lines(closed.result_dir)
+    assert closed.summary["requests"]["ok"] == len(lines) > 6  # kept 2 in flight until the time was up
+    assert max(x["sent_s"] for x in lines) < 0.5 + 0.01
+    assert closed.summary["peak_in_flight"] == 2
