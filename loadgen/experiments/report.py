@@ -167,6 +167,7 @@ def _warnings(records: list[RunRecord]) -> list[str]:
               f"({_get(r.manifest, 'cache', 'detail') or 'no detail'})"
               for r in records if _get(r.manifest, "cache", "flushed") is False]
     notes += workload_mismatches(records)
+    notes += _exporter_checks(records)
     return ["## Warnings", "", *notes] if notes else []
 
 
@@ -182,3 +183,14 @@ def workload_mismatches(records: list[RunRecord]) -> list[str]:
     return [f"- runs compared in phase {phase}, workload {workload} used different workloads "
             f"(fingerprints differ: {'; '.join(', '.join(ids) for ids in by_fp.values())}): not comparable"
             for (phase, workload, _), by_fp in groups.items() if len(by_fp) > 1]
+
+
+def _exporter_checks(records: list[RunRecord]) -> list[str]:
+    """The exporter's warnings and errors (throttling, leftover GPU processes, ...), once each."""
+    seen: dict[str, list[str]] = {}
+    for r in records:
+        for check in _get(r.manifest, "exporter", "checks") or []:
+            if isinstance(check, dict) and check.get("severity") in ("warning", "error"):
+                text = f"{check['severity']}: {check.get('message') or check.get('id')}"
+                seen.setdefault(text, []).append(r.run_id)
+    return [f"- exporter {text} (runs {', '.join(ids)})" for text, ids in seen.items()]

@@ -87,6 +87,15 @@ def test_different_workloads_side_by_side_are_flagged(runs):
     assert "vllm-32" in warning
 
 
+def test_exporter_warnings_reach_the_report(runs, tmp_path):
+    runs[0].manifest["exporter"] = {"checks": [
+        {"id": "clocks", "severity": "warning", "message": "GPU 0 throttled: HW slowdown"},
+        {"id": "persistence", "severity": "info", "message": "persistence mode on"}]}
+    text = write_report(runs[:1], tmp_path / "r", ReportOptions(title="t")).read_text()
+    assert "- exporter warning: GPU 0 throttled: HW slowdown (runs vllm-1)" in text
+    assert "persistence mode on" not in text
+
+
 def test_request_latencies_read_both_forms(runs):
     ttft, tpot = request_latencies(runs[0].requests_path)
     assert len(ttft) == 20  # the timeout is not a measured ok request
