@@ -43,6 +43,8 @@ class RequestRecord:
     outcome: str | None = None
     http_status: int | None = None
     error: str | None = None
+    raw: list[tuple[int, bytes]] | None = None  # stamped body until `finalize` parses it
+    fallback: tuple[str, str] | None = None  # (outcome, error) of a stream cut short
 
     @property
     def schedule_lag_ns(self) -> int:
@@ -89,7 +91,7 @@ async def _read_error(resp: aiohttp.ClientResponse) -> str:
 async def send_request(
     session: aiohttp.ClientSession, url: str, body: bytes, headers: dict[str, str], record: RequestRecord
 ) -> RequestRecord:
-    """POST `body` (JSON bytes) and stream the response into `record`; returns the record."""
+    """POST `body` (JSON bytes) and record the stamped response; `finalize(record)` parses it later."""
     reads: list[tuple[int, bytes]] = []
     now = time.perf_counter_ns
     record.sent_ns = now()
@@ -101,7 +103,7 @@ async def send_request(
                 return record
             await read_stamped(resp.content, reads)
         record.done_ns = now()
-        _finish_from_stream(record, reads, complete=True)
+        record.raw = reads
     except asyncio.CancelledError:
         _partial(record, reads, "cancelled", "cancelled before completion")
         raise
@@ -119,9 +121,17 @@ async def send_request(
 
 def _partial(record: RequestRecord, reads: list[tuple[int, bytes]], outcome: str, error: str) -> None:
     record.done_ns = time.perf_counter_ns()
-    _finish_from_stream(record, reads, complete=False)
-    if record.outcome is None:
-        record.outcome, record.error = outcome, error
+    record.raw, record.fallback = reads, (outcome, error)
+
+
+def finalize(record: RequestRecord) -> RequestRecord:
+    """Parse the stamped body (kept raw while the run is busy) into token times, counts and outcome."""
+    if record.raw is not None:
+        reads, record.raw = record.raw, None
+        _finish_from_stream(record, reads, complete=record.fallback is None)
+    if record.outcome is None and record.fallback is not None:
+        record.outcome, record.error = record.fallback
+    return record
 
 
 def request_headers(api_key: str | None, x_request_id: str) -> dict[str, str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import signal
 import time
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ from typing import Any
 import aiohttp
 
 import loadgen.annotations as grafana_notes
-from loadgen.client import RequestRecord
+from loadgen.client import RequestRecord, finalize
 from loadgen.config import ConfigError, RunConfig
 from loadgen.dispatch import Dispatcher, connector_limit
 from loadgen.metrics import LiveMetrics, RunLabels
@@ -103,9 +104,25 @@ class Run:
         self.start_ns = 0
         self.specs: list[RequestSpec] = []
         self.dispatch_task: asyncio.Task[None] | None = None
+        self.finished_queue: asyncio.Queue[RequestRecord] = asyncio.Queue()
 
     def on_done(self, record: RequestRecord) -> None:
-        """Account a finished request; stop the run when the error budget is exhausted."""
+        """A request finished: queue it for parsing (kept off the hot path while streams run)."""
+        self.finished_queue.put_nowait(record)
+
+    async def finisher(self) -> None:
+        """Parse finished requests one per loop turn, so reads of other streams are stamped between."""
+        queue = self.finished_queue
+        while True:
+            record = await queue.get()
+            try:
+                self.account(finalize(record))
+            finally:
+                queue.task_done()
+            await asyncio.sleep(0)
+
+    def account(self, record: RequestRecord) -> None:
+        """Account a parsed request; stop the run when the error budget is exhausted."""
         met = bool(self.config.slo) and meets_slo(record, self.config.slo)
         if self.metrics is not None:
             self.metrics.observe(record, met)
@@ -314,7 +331,9 @@ async def _execute(
 
     Returns (start_ns, fingerprint of the requests sent)."""
     assert run.dispatcher is not None
-    monitor = asyncio.create_task(run.monitor(run.config.total_requests))
+    known = run.config.total_requests is not None or not math.isinf(run.config.rate)
+    monitor = asyncio.create_task(run.monitor(len(schedule) if known else None))
+    finisher = asyncio.create_task(run.finisher())
     try:
         run.dispatch_task = asyncio.create_task(run.dispatch(target, workload, model, schedule))
         try:
@@ -326,9 +345,11 @@ async def _execute(
         if run.stop_reason is None:
             await _drain_until_stopped(run)
         await run.dispatcher.drain(cancel=True)
+        await run.finished_queue.join()  # every request parsed and accounted
         return run.start_ns, fingerprint(run.specs)
     finally:
         monitor.cancel()
+        finisher.cancel()
         run.progress.close()
 
 
