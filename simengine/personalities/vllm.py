@@ -286,7 +286,7 @@ class VllmPersonality(Personality):
         async def metrics(request: web.Request) -> web.Response:
             body = state.metrics.render(state.engine.scheduler)
             return web.Response(
-                body=body, headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"}
+                body=body, headers={"Content-Type": "text/plain; version=1.0.0; charset=utf-8"}
             )
 
         r = app.router

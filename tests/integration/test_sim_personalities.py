@@ -102,9 +102,12 @@ async def test_metrics_names_types_help_and_labels_match_the_golden(
     client = await _client("--personality", personality)
     try:
         await _load(client)
-        text = await (await client.get("/metrics")).text()
+        resp = await client.get("/metrics")
+        text = await resp.text()
     finally:
         await client.close()
+    gold_head, _ = (golden / "metrics_2_after.txt").read_text(encoding="utf-8").split("\n\n", 1)
+    assert f"content-type: {resp.headers['Content-Type']}" in gold_head
     gold_text = golden_body(golden / "metrics_2_after.txt")
     ours, gold = headers_and_families(text), headers_and_families(gold_text)
     for name in pinned:
