@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hmac
 import random
 import time
 from dataclasses import dataclass
@@ -99,7 +100,7 @@ def _target_len(state: AppState, req: ParsedRequest, max_tokens: int, rng: rando
     if req.ignore_eos:
         return max_tokens
     drawn = 1 + int(rng.expovariate(1.0 / state.cfg.eos_mean_tokens))
-    return max(req.min_tokens, min(max_tokens, drawn), 1)
+    return min(max_tokens, max(req.min_tokens, drawn, 1))
 
 
 def build_group(
@@ -141,7 +142,8 @@ def add_openai_routes(app: web.Application, p: Personality) -> None:
 
 def _authorized(request: web.Request, state: AppState) -> bool:
     key = state.cfg.api_key
-    return key is None or request.headers.get("Authorization", "") == f"Bearer {key}"
+    given = request.headers.get("Authorization", "").encode()
+    return key is None or hmac.compare_digest(given, f"Bearer {key}".encode())
 
 
 async def serve(request: web.Request, p: Personality, *, chat: bool) -> web.StreamResponse:
