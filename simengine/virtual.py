@@ -17,6 +17,9 @@ from simengine.request import RequestGroup, Sequence
 from simengine.scheduler import Scheduler
 
 PromptFn = Callable[[int], list[int]]
+# KV accounting and prefix matching work in blocks of at least this many tokens: SGLang's page size 1
+# (token-level radix matching) would otherwise cost one hash and one dict entry per cached token.
+MIN_BLOCK_TOKENS = 16
 
 
 def build_scheduler(cfg: SimConfig) -> Scheduler:
@@ -29,7 +32,7 @@ def build_scheduler(cfg: SimConfig) -> Scheduler:
         max_num_seqs=cfg.max_num_seqs,
         max_num_batched_tokens=cfg.max_num_batched_tokens,
         kv_cache_tokens=cfg.kv_cache_tokens,
-        block_size=cfg.block_size,
+        block_size=max(cfg.block_size, MIN_BLOCK_TOKENS),
         chunked_prefill=cfg.enable_chunked_prefill,
         prefix_caching=cfg.enable_prefix_caching,
     )
