@@ -76,3 +76,23 @@ def test_power_violation_counter_is_in_microseconds_like_nvidia_smi() -> None:
     ]
     assert scraped_us > 1e6  # more than a second of capping after 15 s of load
     assert 0 <= smi_us - scraped_us <= 60e6
+
+
+def topo_matrix(text: str) -> list[list[str]]:
+    """The GPU-by-GPU block of `nvidia-smi topo -m`."""
+    rows = [line.split("\t") for line in text.splitlines() if re.match(r"^GPU\d+\t", line)]
+    return [[cell.strip() for cell in row[1 : len(rows) + 1]] for row in rows]
+
+
+def test_two_gpu_topology_matches_nvidia_smi_topo() -> None:
+    manifest = json.loads((CAPTURE / "h200x2-manifest.json").read_text())
+    expected = topo_matrix((CAPTURE / "h200x2-topo.txt").read_text())
+    assert len(expected) == 2
+    assert manifest["topology"]["matrix"] == expected
+    assert manifest["topology"]["interconnect"] == ("nvlink" if expected[0][1].startswith("NV") else "pcie")
+    metrics = (CAPTURE / "h200x2-metrics.txt").read_text()
+    assert (
+        f'infergauge_gpu_topology_info{{Hostname="vm",gpu="0",link="{expected[0][1]}",peer="1"}} 1.0'
+        in metrics
+    )
+    assert scrape_problems(metrics, manifest) == []
