@@ -8,10 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import math
-import signal
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -21,19 +17,15 @@ from typing import Any
 import aiohttp
 
 import loadgen.annotations as grafana_notes
-from loadgen.client import RequestRecord, finalize
 from loadgen.config import ConfigError, RunConfig
 from loadgen.dispatch import Dispatcher, connector_limit
 from loadgen.metrics import LiveMetrics, RunLabels
-from loadgen.progress import Counts, Progress
 from loadgen.record import ManifestFacts, build_manifest, build_summary, write_run
+from loadgen.run_loop import Run, execute, install_signals, linger
 from loadgen.schedule import build_schedule
 from loadgen.stamping import StampingConnector
-from loadgen.stats import meets_slo
 from loadgen.targets import EngineMetadata, Target, get_target
-from loadgen.workload import RequestSpec, build_workload, fingerprint
-
-MIN_FOR_BUDGET = 20  # finished requests before --max-error-rate may stop a run early
+from loadgen.workload import build_workload
 
 
 class TargetUnreachable(ConfigError):
@@ -87,111 +79,6 @@ async def preflight(
         raise TargetUnreachable(f"cannot reach {base_url} ({cause}): {target.hint}") from None
     except (TimeoutError, aiohttp.ClientError) as exc:
         raise TargetUnreachable(f"cannot reach {base_url} ({type(exc).__name__}): {target.hint}") from None
-
-
-class Run:
-    """State of one run between preflight and the record."""
-
-    def __init__(self, config: RunConfig, run_id: str, progress: bool) -> None:
-        self.config = config
-        self.run_id = run_id
-        self.progress = Progress(progress)
-        self.stop_reason: str | None = None
-        self.metrics: LiveMetrics | None = None
-        self.dispatcher: Dispatcher | None = None
-        self.finished = 0
-        self.failed = 0
-        self.start_ns = 0
-        self.specs: list[RequestSpec] = []
-        self.dispatch_task: asyncio.Task[None] | None = None
-        self.finished_queue: asyncio.Queue[RequestRecord] = asyncio.Queue()
-
-    def on_done(self, record: RequestRecord) -> None:
-        """A request finished: queue it for parsing (kept off the hot path while streams run)."""
-        self.finished_queue.put_nowait(record)
-
-    async def finisher(self) -> None:
-        """Parse finished requests one per loop turn, so reads of other streams are stamped between."""
-        queue = self.finished_queue
-        while True:
-            record = await queue.get()
-            try:
-                self.account(finalize(record))
-            finally:
-                queue.task_done()
-            await asyncio.sleep(0)
-
-    def account(self, record: RequestRecord) -> None:
-        """Account a parsed request; stop the run when the error budget is exhausted."""
-        met = bool(self.config.slo) and meets_slo(record, self.config.slo)
-        if self.metrics is not None:
-            self.metrics.observe(record, met)
-            self.metrics.in_flight.set(self.dispatcher.active if self.dispatcher else 0)
-        if record.warmup or record.outcome == "cancelled":
-            return
-        self.finished += 1
-        self.failed += record.outcome != "ok"
-        rate = self.failed / self.finished
-        if self.finished >= MIN_FOR_BUDGET and rate > self.config.max_error_rate and self.stop_reason is None:
-            self.request_stop(
-                f"error rate {rate:.0%} exceeded --max-error-rate {self.config.max_error_rate:g}"
-            )
-
-    def request_stop(self, reason: str) -> None:
-        """Stop dispatching and cancel what is in flight (first reason wins)."""
-        if self.stop_reason is None:
-            self.stop_reason = reason
-        if self.dispatcher is not None:
-            self.dispatcher.stop.set()
-        if self.dispatch_task is not None and not self.dispatch_task.done():
-            self.dispatch_task.cancel()  # it may be waiting for a send time or a concurrency slot
-
-    async def monitor(self, total: int | None) -> None:
-        """Progress display and event-loop lag gauge, until cancelled."""
-        tick = 0.25
-        while True:
-            before = time.perf_counter()
-            await asyncio.sleep(tick)
-            lag = max(time.perf_counter() - before - tick, 0.0)
-            d = self.dispatcher
-            if self.metrics is not None:
-                self.metrics.loop_lag.set(lag)
-            if d is not None:
-                self.progress.update(Counts(self.finished, total, d.active, self.failed))
-
-    async def dispatch(self, target: Target, workload: Any, model: str, schedule: list[int]) -> None:
-        """Send every scheduled request (cancelled by `request_stop`); fills start_ns and specs."""
-        assert self.dispatcher is not None
-        cfg = self.config
-        self.start_ns = time.perf_counter_ns() + 5_000_000  # first send 5 ms from now: payloads are ready
-        horizon = None if cfg.duration_s is None else self.start_ns + int(cfg.duration_s * 1e9)
-        for index, offset in enumerate(schedule):
-            spec = workload.request(index)
-            path, payload = target.build_payload(
-                spec, model=model, endpoint=cfg.endpoint, ignore_eos=cfg.ignore_eos
-            )
-            body = json.dumps(payload, separators=(",", ":")).encode()
-            due = self.start_ns + offset
-            if horizon is not None and max(due, time.perf_counter_ns()) >= horizon:
-                break
-            record = RequestRecord(
-                index, f"{self.run_id}-{index:06d}", index < cfg.warmup, due, spec.input_len, spec.output_len
-            )
-            if not await self.dispatcher.send_at(due, record, path, body):
-                break
-            self.specs.append(spec)
-
-
-def _install_signals(run: Run) -> list[signal.Signals]:
-    loop = asyncio.get_running_loop()
-    installed = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(sig, run.request_stop, f"interrupted by {sig.name}")
-            installed.append(sig)
-        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread / platform
-            pass
-    return installed
 
 
 def _labels_info(
@@ -253,7 +140,7 @@ async def _run(
         exporter = await fetch_exporter_manifest(plain, config.exporter_url)
     run = Run(config, run_id, progress)
     run.metrics = _start_metrics(config, run_id, model, meta)
-    signals = _install_signals(run)
+    signals = install_signals(run)
     try:
         started = datetime.now(UTC)
         run.metrics.start_ts.set(started.timestamp())
@@ -270,7 +157,7 @@ async def _run(
         run.dispatcher = Dispatcher(
             session, lambda p: f"{base_url}{p}", config.api_key, config.max_concurrency, run.on_done
         )
-        start_ns, wl_fingerprint = await _execute(run, target, workload, model, schedule)
+        start_ns, wl_fingerprint = await execute(run, target, workload, model, schedule)
         ended = datetime.now(UTC)
         run.metrics.end_ts.set(ended.timestamp())
         records = sorted(run.dispatcher.records, key=lambda r: r.index)
@@ -300,7 +187,7 @@ async def _run(
         )
         exit_code = 1 if run.stop_reason or summary["error_rate"] > config.max_error_rate else 0
         if config.metrics_port and config.linger_s:
-            await _linger(run, config.linger_s)
+            await linger(run, config.linger_s)
         return RunResult(run_id, result_dir, summary, manifest, summary["partial"], exit_code)
     finally:
         run.metrics.stop()
@@ -322,55 +209,6 @@ def _start_metrics(config: RunConfig, run_id: str, model: str, meta: EngineMetad
     metrics.target_rate.set(config.rate)
     metrics.max_concurrency.set(config.max_concurrency or 0)
     return metrics
-
-
-async def _execute(
-    run: Run, target: Target, workload: Any, model: str, schedule: list[int]
-) -> tuple[int, str]:
-    """Dispatch, wait for the requests in flight (or cancel them on a stop), keep the display going.
-
-    Returns (start_ns, fingerprint of the requests sent)."""
-    assert run.dispatcher is not None
-    known = run.config.total_requests is not None or not math.isinf(run.config.rate)
-    monitor = asyncio.create_task(run.monitor(len(schedule) if known else None))
-    finisher = asyncio.create_task(run.finisher())
-    try:
-        run.dispatch_task = asyncio.create_task(run.dispatch(target, workload, model, schedule))
-        try:
-            await run.dispatch_task
-        except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if run.stop_reason is None or (current is not None and current.cancelling()):
-                raise  # we were cancelled from outside, not stopped by request_stop
-        if run.stop_reason is None:
-            await _drain_until_stopped(run)
-        await run.dispatcher.drain(cancel=True)
-        await run.finished_queue.join()  # every request parsed and accounted
-        return run.start_ns, fingerprint(run.specs)
-    finally:
-        monitor.cancel()
-        finisher.cancel()
-        run.progress.close()
-
-
-async def _drain_until_stopped(run: Run) -> None:
-    """Wait for the requests in flight, returning early when a stop is requested."""
-    assert run.dispatcher is not None
-    d = run.dispatcher
-    stopper = asyncio.create_task(d.stop.wait())
-    try:
-        while d.in_flight and not d.stop.is_set():
-            await asyncio.wait([*d.in_flight, stopper], return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stopper.cancel()
-
-
-async def _linger(run: Run, seconds: float) -> None:
-    """Keep /metrics up so the last scrape sees the final counts (a stop request ends it early)."""
-    assert run.dispatcher is not None
-    run.dispatcher.stop.clear()
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(run.dispatcher.stop.wait(), timeout=seconds)
 
 
 def run_benchmark_sync(config: RunConfig, *, progress: bool = True) -> RunResult:

@@ -1,0 +1,184 @@
+"""The live part of one run: open-loop dispatch, the finisher that parses finished requests,
+progress and loop-lag monitoring, the error budget, stop on Ctrl-C / SIGTERM, and the linger."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import signal
+import sys
+import time
+from typing import Any
+
+from loadgen.client import RequestRecord, finalize
+from loadgen.config import RunConfig
+from loadgen.dispatch import Dispatcher
+from loadgen.metrics import LiveMetrics
+from loadgen.progress import Counts, Progress
+from loadgen.stats import meets_slo
+from loadgen.targets import Target
+from loadgen.workload import RequestSpec, fingerprint
+
+MIN_FOR_BUDGET = 20  # finished requests before --max-error-rate may stop a run early
+SWITCH_INTERVAL_S = 0.0002  # GIL hand-over delay during a run (Python's default is 5 ms)
+
+
+class Run:
+    """State of one run between preflight and the record."""
+
+    def __init__(self, config: RunConfig, run_id: str, progress: bool) -> None:
+        self.config = config
+        self.run_id = run_id
+        self.progress = Progress(progress)
+        self.stop_reason: str | None = None
+        self.metrics: LiveMetrics | None = None
+        self.dispatcher: Dispatcher | None = None
+        self.finished = 0
+        self.failed = 0
+        self.start_ns = 0
+        self.specs: list[RequestSpec] = []
+        self.dispatch_task: asyncio.Task[None] | None = None
+        self.finished_queue: asyncio.Queue[RequestRecord] = asyncio.Queue()
+
+    def on_done(self, record: RequestRecord) -> None:
+        """A request finished: queue it for parsing (kept off the hot path while streams run)."""
+        self.finished_queue.put_nowait(record)
+
+    async def finisher(self) -> None:
+        """Parse finished requests one per loop turn, so reads of other streams are stamped between."""
+        queue = self.finished_queue
+        while True:
+            record = await queue.get()
+            try:
+                self.account(finalize(record))
+            finally:
+                queue.task_done()
+            await asyncio.sleep(0)
+
+    def account(self, record: RequestRecord) -> None:
+        """Account a parsed request; stop the run when the error budget is exhausted."""
+        met = bool(self.config.slo) and meets_slo(record, self.config.slo)
+        if self.metrics is not None:
+            self.metrics.observe(record, met)
+            self.metrics.in_flight.set(self.dispatcher.active if self.dispatcher else 0)
+        if record.warmup or record.outcome == "cancelled":
+            return
+        self.finished += 1
+        self.failed += record.outcome != "ok"
+        rate = self.failed / self.finished
+        if self.finished >= MIN_FOR_BUDGET and rate > self.config.max_error_rate and self.stop_reason is None:
+            self.request_stop(
+                f"error rate {rate:.0%} exceeded --max-error-rate {self.config.max_error_rate:g}"
+            )
+
+    def request_stop(self, reason: str) -> None:
+        """Stop dispatching and cancel what is in flight (first reason wins)."""
+        if self.stop_reason is None:
+            self.stop_reason = reason
+        if self.dispatcher is not None:
+            self.dispatcher.stop.set()
+        if self.dispatch_task is not None and not self.dispatch_task.done():
+            self.dispatch_task.cancel()  # it may be waiting for a send time or a concurrency slot
+
+    async def monitor(self, total: int | None) -> None:
+        """Progress display and event-loop lag gauge, until cancelled."""
+        tick = 0.25
+        while True:
+            before = time.perf_counter()
+            await asyncio.sleep(tick)
+            lag = max(time.perf_counter() - before - tick, 0.0)
+            d = self.dispatcher
+            if self.metrics is not None:
+                self.metrics.loop_lag.set(lag)
+            if d is not None:
+                self.progress.update(Counts(self.finished, total, d.active, self.failed))
+
+    async def dispatch(self, target: Target, workload: Any, model: str, schedule: list[int]) -> None:
+        """Send every scheduled request (cancelled by `request_stop`); fills start_ns and specs."""
+        assert self.dispatcher is not None
+        cfg = self.config
+        self.start_ns = time.perf_counter_ns() + 5_000_000  # first send 5 ms from now: payloads are ready
+        horizon = None if cfg.duration_s is None else self.start_ns + int(cfg.duration_s * 1e9)
+        for index, offset in enumerate(schedule):
+            spec = workload.request(index)
+            path, payload = target.build_payload(
+                spec, model=model, endpoint=cfg.endpoint, ignore_eos=cfg.ignore_eos
+            )
+            body = json.dumps(payload, separators=(",", ":")).encode()
+            due = self.start_ns + offset
+            if horizon is not None and max(due, time.perf_counter_ns()) >= horizon:
+                break
+            record = RequestRecord(
+                index, f"{self.run_id}-{index:06d}", index < cfg.warmup, due, spec.input_len, spec.output_len
+            )
+            if not await self.dispatcher.send_at(due, record, path, body):
+                break
+            self.specs.append(spec)
+
+
+def install_signals(run: Run) -> list[signal.Signals]:
+    loop = asyncio.get_running_loop()
+    installed = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, run.request_stop, f"interrupted by {sig.name}")
+            installed.append(sig)
+        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread / platform
+            pass
+    return installed
+
+
+async def execute(
+    run: Run, target: Target, workload: Any, model: str, schedule: list[int]
+) -> tuple[int, str]:
+    """Dispatch, wait for the requests in flight (or cancel them on a stop), keep the display going.
+
+    Returns (start_ns, fingerprint of the requests sent)."""
+    assert run.dispatcher is not None
+    known = run.config.total_requests is not None or not math.isinf(run.config.rate)
+    monitor = asyncio.create_task(run.monitor(len(schedule) if known else None))
+    switch_interval = sys.getswitchinterval()
+    sys.setswitchinterval(SWITCH_INTERVAL_S)  # the send-time waker thread gets the GIL quickly
+    finisher = asyncio.create_task(run.finisher())
+    try:
+        run.dispatch_task = asyncio.create_task(run.dispatch(target, workload, model, schedule))
+        try:
+            await run.dispatch_task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if run.stop_reason is None or (current is not None and current.cancelling()):
+                raise  # we were cancelled from outside, not stopped by request_stop
+        if run.stop_reason is None:
+            await drain_until_stopped(run)
+        await run.dispatcher.drain(cancel=True)
+        await run.finished_queue.join()  # every request parsed and accounted
+        return run.start_ns, fingerprint(run.specs)
+    finally:
+        sys.setswitchinterval(switch_interval)
+        monitor.cancel()
+        finisher.cancel()
+        run.progress.close()
+
+
+async def drain_until_stopped(run: Run) -> None:
+    """Wait for the requests in flight, returning early when a stop is requested."""
+    assert run.dispatcher is not None
+    d = run.dispatcher
+    if not d.in_flight:
+        return
+    everything = asyncio.gather(*d.in_flight, return_exceptions=True)  # dispatch is over: the set is final
+    stopper = asyncio.create_task(d.stop.wait())
+    try:
+        await asyncio.wait([everything, stopper], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopper.cancel()
+
+
+async def linger(run: Run, seconds: float) -> None:
+    """Keep /metrics up so the last scrape sees the final counts (a stop request ends it early)."""
+    assert run.dispatcher is not None
+    run.dispatcher.stop.clear()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(run.dispatcher.stop.wait(), timeout=seconds)
