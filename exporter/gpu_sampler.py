@@ -82,8 +82,9 @@ class GpuSampler:
         count = try_call(nvml, "nvmlDeviceGetCount") or 0
         for index in range(int(count)):
             try:
-                handle = nvml.nvmlDeviceGetHandleByIndex(index)
-                self._sample_one(nvml, index, handle)
+                with self.session.turn:
+                    handle = nvml.nvmlDeviceGetHandleByIndex(index)
+                    self._sample_one(nvml, index, handle)
             except (DeviceLost, Exception) as exc:
                 LOG.debug("gpu %d sample failed: %s", index, exc)
         self._drain_xid(nvml, int(count))

@@ -90,6 +90,9 @@ class NvmlSession:
         self._nvml = nvml
         self._loader = loader
         self._lock = threading.Lock()
+        # Scrapes and the sampler's per-GPU passes take turns on NVML (it serialises calls anyway):
+        # a scrape then waits for at most one GPU's sampling, never interleaves with all of them.
+        self.turn = threading.Lock()
         self._ready = False
         self.error: str | None = None
 

@@ -123,6 +123,10 @@ class GpuCollector:
     def scrape(self) -> tuple[list[Metric], bool]:
         """All GPUs' families and True when every GPU answered."""
         nvml = self.session.get()
+        with self.session.turn:
+            return self._scrape(nvml)
+
+    def _scrape(self, nvml: Any) -> tuple[list[Metric], bool]:
         count = int(nvml.nvmlDeviceGetCount())
         driver = text(try_call(nvml, "nvmlSystemGetDriverVersion") or "")
         out = Families()
