@@ -75,8 +75,18 @@ def _flag(p: _Parser, names: list[str], dest: str, **kw: Any) -> None:
     p.add_argument(*names, dest=dest, default=None, **kw)
 
 
+def _truth(value: str) -> bool:
+    """vLLM's older optional-value booleans: `--enable-chunked-prefill=False`."""
+    lowered = value.lower()
+    if lowered in ("true", "1", "yes"):
+        return True
+    if lowered in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"invalid boolean {value!r}; choose from true, false")
+
+
 def _bool(p: _Parser, on: list[str], off: list[str], dest: str) -> None:
-    p.add_argument(*on, dest=dest, action="store_const", const=True, default=None)
+    p.add_argument(*on, dest=dest, nargs="?", const=True, type=_truth, default=None)
     p.add_argument(*off, dest=dest, action="store_const", const=False, default=None)
 
 
@@ -172,6 +182,9 @@ def parse_args(argv: list[str]) -> SimConfig:
     served = given.pop("served_model_name", None)
     given["served_model_name"] = served[0] if served else model
     given["extra_args"] = _collect_unknown(unknown)
+    if given.get("max_num_batched_tokens") == -1:  # SGLang: --chunked-prefill-size -1 disables chunking
+        given["enable_chunked_prefill"] = False
+        given["max_num_batched_tokens"] = max(16384, given.get("max_model_len", 8192))
     cfg = SimConfig(**given)
     _validate(cfg)
     if cfg.kv_cache_tokens == 0:

@@ -133,3 +133,18 @@ def test_help_lists_both_spellings_and_exits_0(capsys: pytest.CaptureFixture[str
     assert "--max-num-seqs MAX_NUM_SEQS, --max-running-requests" in out
     assert "--tensor-parallel-size" in out
     assert "--tp-size" in out
+
+
+def test_sglang_chunked_prefill_size_minus_one_disables_chunking() -> None:
+    cfg = parse_args(["--personality", "sglang", "--chunked-prefill-size", "-1", "--context-length", "32768"])
+    assert cfg.enable_chunked_prefill is False
+    assert cfg.max_num_batched_tokens == 32768
+
+
+def test_boolean_flags_take_an_optional_value_like_older_vllm() -> None:
+    assert parse_args(["--enable-chunked-prefill=False"]).enable_chunked_prefill is False
+    assert (
+        parse_args(["--enable-prefix-caching", "true", "--max-num-seqs", "8"]).enable_prefix_caching is True
+    )
+    with pytest.raises(ConfigError, match="'maybe'"):
+        parse_args(["--enable-chunked-prefill=maybe"])
