@@ -52,6 +52,12 @@ class GpuSampler:
         self._thread: threading.Thread | None = None
         self._events: Any = None
         self._event_uuids: dict[str, int] = {}
+        self._slow_cursor = 0
+
+    @property
+    def running(self) -> bool:
+        """True while the background thread samples (then scrapes never read slow fields themselves)."""
+        return self._thread is not None and self._thread.is_alive()
 
     def start(self) -> None:
         """Run tick() in a daemon thread until stop()."""
@@ -79,17 +85,21 @@ class GpuSampler:
             nvml = self.session.get()
         except NvmlUnavailable:
             return
-        count = try_call(nvml, "nvmlDeviceGetCount") or 0
-        for index in range(int(count)):
+        count = int(try_call(nvml, "nvmlDeviceGetCount") or 0)
+        # Slow fields (~17 ms per H200) for one GPU per tick, round robin: a scrape waiting for its
+        # turn on NVML then waits for at most one GPU's slow read, however many GPUs there are.
+        slow_gpu = self._slow_cursor % count if count else -1
+        self._slow_cursor += 1
+        for index in range(count):
             try:
                 with self.session.turn:
                     handle = nvml.nvmlDeviceGetHandleByIndex(index)
-                    self._sample_one(nvml, index, handle)
+                    self._sample_one(nvml, index, handle, slow=index == slow_gpu)
             except (DeviceLost, Exception) as exc:
                 LOG.debug("gpu %d sample failed: %s", index, exc)
-        self._drain_xid(nvml, int(count))
+        self._drain_xid(nvml, count)
 
-    def _sample_one(self, nvml: Any, index: int, handle: Any) -> None:
+    def _sample_one(self, nvml: Any, index: int, handle: Any, *, slow: bool = True) -> None:
         power_mw = try_call(nvml, "nvmlDeviceGetPowerUsage", handle)
         rates = try_call(nvml, "nvmlDeviceGetUtilizationRates", handle)
         with self._lock:
@@ -100,10 +110,10 @@ class GpuSampler:
                 state.util_peak_percent = max(state.util_peak_percent or 0.0, float(rates.gpu))
         self._sample_gpm(nvml, handle, state)
         now = time.monotonic()
-        if state.slow is None or now - state.slow_read_at >= self.slow_every_s:
-            slow = read_slow_fields(nvml, handle)
+        if slow and (state.slow is None or now - state.slow_read_at >= self.slow_every_s):
+            fields = read_slow_fields(nvml, handle)
             with self._lock:
-                state.slow, state.slow_read_at = slow, now
+                state.slow, state.slow_read_at = fields, now
 
     def _sample_gpm(self, nvml: Any, handle: Any, state: GpuSamples) -> None:
         if state.gpm_supported is None:

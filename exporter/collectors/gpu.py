@@ -171,8 +171,9 @@ class GpuCollector:
             fields["DCGM_FI_DEV_XID_ERRORS"] = float(samples.last_xid)
         if samples is not None and samples.slow is not None:
             fields.update(samples.slow)
-        else:  # no sampler running: read the slow fields now
+        elif self.sampler is None or not self.sampler.running:  # nobody samples: read them now
             fields.update(read_slow_fields(nvml, handle))
+        # else: the running sampler has not reached this GPU yet; its slow fields appear shortly
         for name, (typ, doc) in DCGM_FIELDS.items():
             if name in fields:
                 out.add(name, typ, doc, labels, fields[name])

@@ -230,3 +230,23 @@ def test_slow_fields_come_from_the_sampler_not_the_scrape() -> None:
     assert nvml.violation_calls == after_tick  # the scrape used the sampler's reading
     sampler.tick()  # within violations_every_s: not read again
     assert nvml.violation_calls == after_tick
+
+
+def test_slow_fields_one_gpu_per_tick_round_robin() -> None:
+    class Counting(FakeNvml):
+        energy_reads: list[int] = []
+
+        def nvmlDeviceGetTotalEnergyConsumption(self, h: FakeGpu) -> int:  # noqa: N802
+            self.energy_reads.append(h.index)
+            return super().nvmlDeviceGetTotalEnergyConsumption(h)
+
+    nvml = Counting(3)
+    nvml.energy_reads = []
+    session = NvmlSession(nvml)
+    sampler = GpuSampler(session, interval_s=0)
+    for _ in range(3):
+        sampler.tick()
+    # one GPU's slow read per tick, so a scrape never waits behind all of them
+    assert nvml.energy_reads == [0, 1, 2]
+    sampler.tick()  # GPU 0 again, but read less than slow_every_s ago: skipped
+    assert nvml.energy_reads == [0, 1, 2]
