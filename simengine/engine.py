@@ -107,9 +107,10 @@ class Engine:
             now = perf_ns()
             batch = self.scheduler.schedule(now)
             if batch is None:
-                self._reject_unschedulable()
-                self._wake.clear()
-                await self._wake.wait()
+                if not self._reject_unschedulable():  # nothing to drop: wait for news, briefly
+                    self._wake.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._wake.wait(), 0.01)
                 continue
             start = prev_end if 0 <= now - prev_end < BACK_TO_BACK_NS else now
             dur = int(batch.duration_s * 1e9 / self.time_scale)
@@ -121,16 +122,17 @@ class Engine:
             self._deliver(batch, self.scheduler.complete(batch, t), t)
             prev_end = end
 
-    def _reject_unschedulable(self) -> None:
+    def _reject_unschedulable(self) -> bool:
         """Nothing runs and the head of the queue cannot be admitted (too big for the cache): drop it."""
         sched = self.scheduler
         if sched.running or not sched.waiting:
-            return
+            return False
         group = sched.waiting[0].group
         for seq in group.seqs:
             seq.finish_reason = "error"
         self.abort(group)
         self._flush_aborts()
+        return True
 
     def _deliver(self, batch: Batch, out: StepOutcome, now_ns: int) -> None:
         metrics = self.metrics
