@@ -98,12 +98,15 @@ class Dispatcher:
         self.in_flight.discard(task)
         self.on_done(self.by_task.pop(task))
 
-    async def send_at(self, due_ns: int, record: RequestRecord, path: str, body: bytes) -> bool:
-        """Wait for the send time (and a slot), then start the request; False when stopped."""
+    async def send_at(
+        self, due_ns: int, record: RequestRecord, path: str, body: bytes, deadline_ns: int | None = None
+    ) -> bool:
+        """Wait for the send time (and a slot), then start the request; False when stopped or past
+        `deadline_ns` (the end of a `--duration` run) by the time a slot came free."""
         await self.waker.sleep_until(due_ns)
         if self._slots is not None:
             await self._slots.acquire()
-        if self.stop.is_set():
+        if self.stop.is_set() or (deadline_ns is not None and time.perf_counter_ns() >= deadline_ns):
             if self._slots is not None:
                 self._slots.release()
             return False

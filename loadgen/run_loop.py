@@ -113,7 +113,7 @@ class Run:
             record = RequestRecord(
                 index, f"{self.run_id}-{index:06d}", index < cfg.warmup, due, spec.input_len, spec.output_len
             )
-            if not await self.dispatcher.send_at(due, record, path, body):
+            if not await self.dispatcher.send_at(due, record, path, body, horizon):
                 break
             self.specs.append(spec)
 
@@ -168,8 +168,9 @@ async def drain_until_stopped(run: Run) -> None:
     d = run.dispatcher
     if not d.in_flight:
         return
-    everything = asyncio.gather(*d.in_flight, return_exceptions=True)  # dispatch is over: the set is final
-    stopper = asyncio.create_task(d.stop.wait())
+    # dispatch is over, so the set is final
+    everything: asyncio.Future[Any] = asyncio.gather(*d.in_flight, return_exceptions=True)
+    stopper: asyncio.Future[Any] = asyncio.ensure_future(d.stop.wait())
     try:
         await asyncio.wait([everything, stopper], return_when=asyncio.FIRST_COMPLETED)
     finally:
