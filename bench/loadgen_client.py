@@ -269,6 +269,18 @@ def stream_figures(out_dir: str) -> None:
             )
 
 
+def timer_floor() -> None:
+    """The platform's own floor: how late a plain `time.sleep` wakes on the client's core."""
+    late = []
+    for _ in range(200):
+        due = time.perf_counter_ns() + 5_000_000
+        time.sleep(0.005)
+        late.append((time.perf_counter_ns() - due) / 1e6)
+    print(
+        f"platform floor: time.sleep(5 ms) wakes late by p50 {_p(late, 50):.3f} ms, p99 {_p(late, 99):.3f} ms"
+    )
+
+
 def main() -> None:
     """Print the loadgen client figures (about a minute)."""
     if (os.cpu_count() or 1) < 2:
@@ -279,6 +291,7 @@ def main() -> None:
     os.sched_setaffinity(0, {CLIENT_CPU})
     seconds = float(os.environ.get("BENCH_SECONDS", "10"))
     print(f"client pinned to CPU {CLIENT_CPU}, server to CPU {SERVER_CPU}; {seconds:g} s per rate")
+    timer_floor()
     with tempfile.TemporaryDirectory() as out_dir:
         rate_figures(out_dir, seconds)
         stream_figures(out_dir)
