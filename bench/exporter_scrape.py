@@ -1,6 +1,7 @@
 """Exporter scrape cost: latency (median, p99) of GET /metrics and exporter CPU per scrape.
 
-Runs the real `infergauge-exporter` as a subprocess on loopback and scrapes it N times:
+Runs the real `infergauge-exporter` as a subprocess on loopback and, once its background sampler has
+read every GPU, scrapes it N times, at most one scrape every 25 ms so the run spans sampler passes:
 with 8 fake GPUs (target: p99 < 50 ms), on the real GPUs when NVML is present, and prints the
 figure recorded on an H200 (tests/fixtures/exporter/h200-bench.json) when there is one.
 
@@ -75,10 +76,23 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(rank, len(ordered)) - 1]
 
 
-def measure(base: str, pid: int, scrapes: int) -> dict[str, Any]:
-    """Scrape `scrapes` times; latency per scrape and the exporter's CPU seconds per scrape."""
-    for _ in range(10):  # warm-up: caches, NVML handles, topology
+def warm_up(base: str, timeout_s: float = 30.0) -> None:
+    """Scrape until the background sampler has read every GPU's slow fields (energy counter present
+    wherever a temperature is), so the measurement sees the steady state, sampler passes included."""
+    deadline = time.monotonic() + timeout_s
+    for _ in range(10):  # caches, NVML handles, topology
         urllib.request.urlopen(f"{base}/metrics", timeout=10).read()
+    while time.monotonic() < deadline:
+        body = urllib.request.urlopen(f"{base}/metrics", timeout=10).read().decode()
+        if body.count("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{") >= body.count("DCGM_FI_DEV_GPU_TEMP{"):
+            return
+        time.sleep(0.2)
+
+
+def measure(base: str, pid: int, scrapes: int, pace_s: float = 0.025) -> dict[str, Any]:
+    """Scrape `scrapes` times, one every `pace_s` at most (so the run spans several sampler passes);
+    latency per scrape and the exporter's CPU seconds per scrape (sampler thread included)."""
+    warm_up(base)
     proc = psutil.Process(pid)
     cpu_before = sum(proc.cpu_times()[:2])
     latencies = []
@@ -87,6 +101,7 @@ def measure(base: str, pid: int, scrapes: int) -> dict[str, Any]:
         started = time.perf_counter()
         body = urllib.request.urlopen(f"{base}/metrics", timeout=10).read()
         latencies.append(time.perf_counter() - started)
+        time.sleep(max(0.0, pace_s - latencies[-1]))
     cpu = sum(proc.cpu_times()[:2]) - cpu_before
     gpu_ok = 'infergauge_collector_success{collector="gpu"} 1.0' in body.decode()
     return {
