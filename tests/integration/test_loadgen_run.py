@@ -15,6 +15,7 @@ import aiohttp
 import pytest
 
 from loadgen.config import RunConfig
+from loadgen.run_loop import MIN_FOR_BUDGET
 from loadgen.runner import TargetUnreachable, run_benchmark
 from loadgen.stats import percentile
 from tests.loadgen_servers import FakeEngine, free_port, serve
@@ -231,3 +232,22 @@ async def test_duration_bounds_open_and_closed_loop_runs(tmp_path: Path) -> None
     assert closed.summary["requests"]["ok"] == len(lines) > 6  # kept 2 in flight until the time was up
     assert max(x["sent_s"] for x in lines) < 0.5 + 0.01
     assert closed.summary["peak_in_flight"] == 2
+
+
+async def test_target_crash_mid_run_leaves_a_partial_record(tmp_path: Path) -> None:
+    engine = FakeEngine(ttft_s=0.005, itl_s=0.005)
+    config_kw: dict[str, Any] = {"rate": 100.0, "arrival": "constant", "num_prompts": 300}
+    async with serve(engine.app()) as url:
+        task = asyncio.create_task(run_benchmark(_config(url, tmp_path, **config_kw), progress=False))
+        for _ in range(400):  # until some requests have been served
+            if len(engine.streams) >= 10:
+                break
+            await asyncio.sleep(0.01)
+    # the server is gone now: requests in flight are cut, new ones are refused
+    result = await asyncio.wait_for(task, 30)
+    assert result.partial
+    assert result.exit_code == 1
+    by = result.summary["requests"]["by_outcome"]
+    assert by["ok"] >= 5
+    assert by["disconnect"] >= MIN_FOR_BUDGET // 2
+    assert result.summary["requests"]["measured"] == len(_lines(result.result_dir))
