@@ -83,7 +83,7 @@ class Run:
             self.dispatch_task.cancel()  # it may be waiting for a send time or a concurrency slot
 
     async def monitor(self, total: int | None) -> None:
-        """Progress display and event-loop lag gauge, until cancelled."""
+        """Progress display, in-flight and event-loop lag gauges (4 times a second), until cancelled."""
         tick = 0.25
         while True:
             before = time.perf_counter()
@@ -92,6 +92,7 @@ class Run:
             d = self.dispatcher
             if self.metrics is not None:
                 self.metrics.loop_lag.set(lag)
+                self.metrics.in_flight.set(d.active if d is not None else 0)
             if d is not None:
                 self.progress.update(Counts(self.finished, total, d.active, self.failed))
 
