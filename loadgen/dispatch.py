@@ -126,7 +126,6 @@ class Dispatcher:
                 task.cancel()
         while self.in_flight:
             await asyncio.gather(*list(self.in_flight), return_exceptions=True)
-        self.waker.close()
 
 
 def connector_limit(max_concurrency: int | None, total: int | None, rate: float) -> int:

@@ -158,6 +158,7 @@ async def execute(
         return run.start_ns, fingerprint(run.specs)
     finally:
         sys.setswitchinterval(switch_interval)
+        run.dispatcher.waker.close()
         monitor.cancel()
         finisher.cancel()
         run.progress.close()
