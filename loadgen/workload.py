@@ -126,9 +126,11 @@ class SyntheticWorkload:
         return out
 
 
-def _jsonl_record(
-    raw: dict[str, Any], where: str
-) -> tuple[str | None, list[dict[str, Any]] | None, int | None]:
+# (prompt text or token ids, chat messages, output length) of one dataset line
+JsonlRecord = tuple[str | list[int] | None, list[dict[str, Any]] | None, int | None]
+
+
+def _jsonl_record(raw: dict[str, Any], where: str) -> JsonlRecord:
     """(prompt, messages, output_len) from a prompt/messages record or a ShareGPT conversation."""
     out_len = raw.get("output_len", raw.get("max_tokens"))
     if "conversations" in raw:  # ShareGPT: first human turn is the prompt, first reply sizes the output
@@ -143,7 +145,10 @@ def _jsonl_record(
     if "messages" in raw:
         return None, list(raw["messages"]), out_len
     if "prompt" in raw:
-        return str(raw["prompt"]), None, out_len
+        prompt = raw["prompt"]
+        if isinstance(prompt, list) and all(isinstance(t, int) for t in prompt):
+            return prompt, None, out_len  # token ids: exact input length
+        return str(prompt), None, out_len
     raise ConfigError(f"{where}: expected a 'prompt', 'messages' or 'conversations' key")
 
 
@@ -158,7 +163,7 @@ class JsonlWorkload:
         self.output_dist = parse_length(config.lengths[1])
         self.records = self._load()
 
-    def _load(self) -> list[tuple[str | None, list[dict[str, Any]] | None, int | None]]:
+    def _load(self) -> list[JsonlRecord]:
         try:
             lines = self.path.read_text().splitlines()
         except OSError as exc:
@@ -184,6 +189,8 @@ class JsonlWorkload:
         prompt, messages, out_len = self.records[index % len(self.records)]
         if out_len is None:
             out_len = self.output_dist.sample(random.Random(f"{self.seed}:req:{index}"))
+        if isinstance(prompt, list):
+            return RequestSpec(index, prompt, len(prompt), int(out_len))
         text = prompt if prompt is not None else " ".join(str(m.get("content", "")) for m in messages or [])
         return RequestSpec(
             index, prompt or "", len(text.split()), int(out_len), messages=messages, input_len_exact=False

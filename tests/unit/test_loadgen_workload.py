@@ -102,6 +102,7 @@ def test_jsonl_prompt_messages_and_sharegpt(tmp_path: Path) -> None:
     path = tmp_path / "d.jsonl"
     lines = [
         {"prompt": "hello there", "output_len": 5},
+        {"prompt": [11, 12, 13], "max_tokens": 2},
         {"messages": [{"role": "user", "content": "one two three"}]},
         {
             "conversations": [
@@ -112,7 +113,8 @@ def test_jsonl_prompt_messages_and_sharegpt(tmp_path: Path) -> None:
     ]
     path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
     wl = build_workload(RunConfig(dataset=str(path), output_len="fixed:9"))
-    a, b, c, d = (wl.request(i) for i in range(4))
+    a, ids, b, c, d = (wl.request(i) for i in range(5))
+    assert (ids.prompt, ids.input_len, ids.output_len, ids.input_len_exact) == ([11, 12, 13], 3, 2, True)
     assert (a.prompt, a.output_len) == ("hello there", 5)
     assert b.messages == [{"role": "user", "content": "one two three"}]
     assert b.output_len == 9
