@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,7 +38,7 @@ class RequestRecord:
     first_ns: int | None = None
     last_ns: int | None = None
     done_ns: int | None = None
-    token_ns: list[int] = field(default_factory=list)
+    token_ns: Sequence[int] = field(default_factory=list)  # arrival of each token-bearing chunk
     prompt_tokens: int | None = None
     output_tokens: int = 0
     token_count: str = "usage"
@@ -59,7 +61,7 @@ def _finish_from_stream(record: RequestRecord, reads: list[tuple[int, bytes]], c
     except ProtocolError as exc:
         record.outcome, record.error = "protocol_error", str(exc)
         return
-    record.token_ns = parsed.token_ns
+    record.token_ns = array("q", parsed.token_ns)  # 8 bytes a token: long runs stay small
     if parsed.token_ns:
         record.first_ns, record.last_ns = parsed.token_ns[0], parsed.token_ns[-1]
     record.prompt_tokens = parsed.prompt_tokens
