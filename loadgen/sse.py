@@ -1,9 +1,10 @@
 """Parse a recorded SSE stream after the fact: reads were stamped as bytes arrived (client.py).
 
 An event's time is the arrival time of the read that completed it (its terminating blank line).
-A chunk is *token-bearing* when any choice carries non-empty `text` (completions) or a non-empty
-`delta.content` / `delta.reasoning_content` / `delta.tool_calls` (chat): the usage-only chunk, the
-role-only first chat chunk of SGLang and `[DONE]` are not.
+A chunk is *token-bearing* when its `choices` list is not empty, as `vllm bench serve` counts them:
+engines stream one chunk per decode step, and a step's text can be empty (a detokenizer holding back
+partial UTF-8, a special token, SGLang's role-only first chat chunk), yet the step happened. The
+usage-only chunk (`choices: []`) and `[DONE]` are not token-bearing.
 """
 
 from __future__ import annotations
@@ -61,26 +62,15 @@ def event_data(event: bytes) -> bytes | None:
     return b"\n".join(parts) if parts else None
 
 
-def _bears_token(choice: dict[str, Any]) -> bool:
-    if choice.get("text"):
-        return True
-    delta = choice.get("delta")
-    return bool(delta and (delta.get("content") or delta.get("reasoning_content") or delta.get("tool_calls")))
-
-
 def _absorb(parsed: ParsedStream, t: int, obj: Any) -> None:
     if type(obj) is not dict:
         raise ProtocolError(f"SSE data is not a JSON object: {str(obj)[:80]}")
     choices = obj.get("choices")
     if choices:
-        bears = False
+        parsed.token_ns.append(t)
         for c in choices:
-            if not bears and _bears_token(c):
-                bears = True
             if c.get("finish_reason"):
                 parsed.finish_reason = c["finish_reason"]
-        if bears:
-            parsed.token_ns.append(t)
     elif "error" in obj:
         err = obj["error"]
         parsed.error = str(err.get("message", err) if isinstance(err, dict) else err)[:300]

@@ -1,7 +1,7 @@
 """Exact statistics from per-request timestamps (pure functions; ns in, seconds out).
 
 Definitions (as `vllm bench serve`), all from `time.perf_counter_ns()` stamped when bytes arrive:
-- TTFT = first token-bearing chunk - request send.
+- TTFT = first token-bearing chunk (non-empty `choices`, see sse.py) - request send.
 - E2E  = last token-bearing chunk - request send (usage-only chunk and [DONE] excluded).
 - TPOT = (E2E - TTFT) / (output_tokens - 1), only when output_tokens >= 2.
 - ITL  = gap between consecutive token-bearing chunks, one value per gap.
