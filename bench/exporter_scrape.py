@@ -27,7 +27,7 @@ from typing import Any
 import psutil
 
 REPO = Path(__file__).resolve().parents[1]
-RECORDED = REPO / "tests" / "fixtures" / "exporter" / "h200-bench.json"
+RECORDED = sorted((REPO / "tests" / "fixtures" / "exporter").glob("h200*-bench.json"))
 
 
 def free_port() -> int:
@@ -225,10 +225,13 @@ def main(argv: list[str] | None = None) -> None:
         show(results[-1])
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
-    if RECORDED.is_file():
-        recorded = json.loads(RECORDED.read_text())
+    for path in RECORDED:
+        recorded = json.loads(path.read_text())
+        note = f" [{recorded['note']}]" if recorded.get("note") else ""
         for item in recorded.get("results", []):
-            print(f"recorded on {recorded.get('device', 'H200')} ({recorded.get('date', '?')}):", end=" ")
+            print(
+                f"recorded on {recorded.get('device', 'H200')} ({recorded.get('date', '?')}){note}:", end=" "
+            )
             show(item)
     if any(r["case"].startswith("fake") and r["p99_ms"] >= 50 for r in results):
         print("WARNING: p99 scrape latency with 8 fake GPUs is above the 50 ms target", flush=True)
