@@ -24,10 +24,10 @@ demo: $(STAMP)
 test: lint typecheck pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check loadgen simengine exporter bench tests
+	$(BIN)/ruff check loadgen simengine exporter bench tests grafana
 
 typecheck: $(STAMP)
-	$(BIN)/mypy loadgen simengine exporter
+	$(BIN)/mypy loadgen simengine exporter grafana/dashgen
 
 pytest: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup $(PYTEST_ARGS)
