@@ -269,6 +269,69 @@ def stream_figures(out_dir: str) -> None:
             )
 
 
+async def _baseline_request(session: Any, url: str, rid: str, n: int) -> tuple[str, list[int]]:
+    """A `vllm bench serve`-style request: iter_any reads, per-message json.loads, stamps at read return."""
+    body = json.dumps({"model": "bench", "prompt": list(range(100, 132)), "max_tokens": n, "stream": True})
+    stamps, buffer = [], ""
+    async with session.post(url + "/v1/completions", data=body, headers={"X-Request-Id": rid}) as resp:
+        async for chunk in resp.content.iter_any():
+            t = time.perf_counter_ns()
+            buffer += chunk.decode()
+            while "\n\n" in buffer:
+                message, buffer = buffer.split("\n\n", 1)
+                data = message.strip().removeprefix("data: ")
+                if data and data != "[DONE]" and json.loads(data).get("choices"):
+                    stamps.append(t)
+    return rid, stamps
+
+
+async def _baseline_run(
+    url: str, rate: float, n_requests: int, tokens: int, concurrency: int
+) -> tuple[Any, ...]:
+    import aiohttp
+
+    lags, tasks = [], []
+    slots = asyncio.Semaphore(concurrency)
+
+    async def limited(rid: str) -> tuple[str, list[int]]:
+        async with slots:
+            return await _baseline_request(session, url, rid, tokens)
+
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+        start = time.perf_counter_ns() + 5_000_000
+        for i in range(n_requests):
+            due = start + (int(i * 1e9 / rate) if rate else 0)
+            await asyncio.sleep(max(0, due - time.perf_counter_ns()) / 1e9)
+            lags.append((time.perf_counter_ns() - due) / 1e6)
+            tasks.append(asyncio.create_task(limited(f"base-{i}")))
+        results = await asyncio.gather(*tasks)
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return lags, dict(results), cpu_s
+
+
+def baseline_figures(seconds: float) -> None:
+    """The same measurements for a `vllm bench serve`-style aiohttp reader (vLLM itself is not installed)."""
+    print("baseline (vllm-bench-style reader: iter_any + json.loads per message, stamps at read return):")
+    with ServerProcess(ttft_s=0.020, itl_s=0.005) as server:
+        n = int(400 * seconds)
+        lags, stamps, cpu_s = asyncio.run(_baseline_run(server.url, 400.0, n, 32, n))
+        truth = server.dump()
+        errs = [(v[0] - truth[k][0]) / 1e6 for k, v in stamps.items() if v]
+        ttft = f"ttft_err p50 {_p(errs, 50):.3f} / p99 {_p(errs, 99):.3f} ms"
+        print(f"  400 req/s: lag_p99 {_p(lags, 99):.3f} ms  {ttft}  cpu {cpu_s * 1e3 / n:.3f} ms/req")
+    with ServerProcess(ttft_s=0.002, itl_s=0.002) as server:
+        _, stamps, _ = asyncio.run(_baseline_run(server.url, 0.0, 64, 256, 64))
+        truth = server.dump()
+        itl_err = []
+        for rid, got in stamps.items():
+            t = truth[rid]
+            for i in range(1, min(len(got), len(t))):
+                itl_err.append(abs((got[i] - got[i - 1]) - (t[i] - t[i - 1])) / 1e6)
+        print(f"  64 streams: itl_err p50 {_p(itl_err, 50):.3f} / p99 {_p(itl_err, 99):.3f} ms")
+
+
 def timer_floor() -> None:
     """The platform's own floor: how late a plain `time.sleep` wakes on the client's core."""
     late = []
@@ -295,6 +358,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as out_dir:
         rate_figures(out_dir, seconds)
         stream_figures(out_dir)
+    baseline_figures(seconds)
 
 
 if __name__ == "__main__":
