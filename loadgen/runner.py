@@ -17,6 +17,7 @@ from typing import Any
 import aiohttp
 
 import loadgen.annotations as grafana_notes
+from loadgen.client import finalize
 from loadgen.config import ConfigError, RunConfig
 from loadgen.dispatch import Dispatcher, connector_limit
 from loadgen.metrics import LiveMetrics, RunLabels
@@ -25,7 +26,7 @@ from loadgen.run_loop import Run, execute, install_signals, linger
 from loadgen.schedule import build_schedule
 from loadgen.stamping import StampingConnector
 from loadgen.targets import EngineMetadata, Target, get_target
-from loadgen.workload import build_workload
+from loadgen.workload import build_workload, fingerprint
 
 
 class TargetUnreachable(ConfigError):
@@ -157,7 +158,7 @@ async def _run(
         run.dispatcher = Dispatcher(
             session, lambda p: f"{base_url}{p}", config.api_key, config.max_concurrency, run.on_done
         )
-        start_ns, wl_fingerprint = await execute(run, target, workload, model, schedule)
+        start_ns, wl_fingerprint = await _execute_or_salvage(run, target, workload, model, schedule)
         ended = datetime.now(UTC)
         run.metrics.end_ts.set(ended.timestamp())
         records = sorted(run.dispatcher.records, key=lambda r: r.index)
@@ -193,6 +194,21 @@ async def _run(
         run.metrics.stop()
         for sig in signals:
             asyncio.get_running_loop().remove_signal_handler(sig)
+
+
+async def _execute_or_salvage(
+    run: Run, target: Target, workload: Any, model: str, schedule: list[int]
+) -> tuple[int, str]:
+    """Run the load; if loadgen itself fails, keep what was measured and mark the record partial."""
+    try:
+        return await execute(run, target, workload, model, schedule)
+    except Exception as exc:  # noqa: BLE001 - a bug of ours must still leave a (partial) record
+        run.request_stop(f"loadgen error: {type(exc).__name__}: {exc}")
+        assert run.dispatcher is not None
+        await run.dispatcher.drain(cancel=True)
+        for record in run.dispatcher.records:
+            finalize(record)
+        return run.start_ns, fingerprint(run.specs)
 
 
 def _start_metrics(config: RunConfig, run_id: str, model: str, meta: EngineMetadata) -> LiveMetrics:

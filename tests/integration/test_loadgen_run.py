@@ -251,3 +251,24 @@ async def test_target_crash_mid_run_leaves_a_partial_record(tmp_path: Path) -> N
     assert by["ok"] >= 5
     assert by["disconnect"] >= MIN_FOR_BUDGET // 2
     assert result.summary["requests"]["measured"] == len(_lines(result.result_dir))
+
+
+async def test_a_loadgen_bug_mid_run_still_leaves_a_partial_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from loadgen.targets.base import Target
+
+    original = Target.build_payload
+
+    def failing(self: Target, spec: Any, **kw: Any) -> Any:
+        if spec.index == 5:
+            raise RuntimeError("boom")
+        return original(self, spec, **kw)
+
+    monkeypatch.setattr(Target, "build_payload", failing)
+    async with serve(FakeEngine(ttft_s=0.002, itl_s=0.001).app()) as url:
+        result = await run_benchmark(_config(url, tmp_path, rate=100.0, num_prompts=20), progress=False)
+    assert result.partial
+    assert result.exit_code == 1
+    assert result.summary["partial_reason"] == "loadgen error: RuntimeError: boom"
+    assert [x["index"] for x in _lines(result.result_dir)] == [0, 1, 2, 3, 4]
