@@ -152,6 +152,7 @@ def _raise_fd_limit() -> None:
 @click.option("--scenario", help="Scenario label (default <workload>-<profile>).")
 @click.option("--experiment-id", help="Experiment this run belongs to.")
 @click.option("--exporter-url", help="infergauge exporter (default: try http://127.0.0.1:9402).")
+@click.option("--grafana-url", help="Annotate the run in Grafana (or GRAFANA_URL; token from GRAFANA_TOKEN).")
 @click.option("--json", "json_output", is_flag=True, help="Print the summary as JSON instead of the table.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
 @click.pass_context
