@@ -116,7 +116,8 @@ def build_group(
     state.request_count += 1
     seed = req.seed if req.seed is not None else state.cfg.seed * 1_000_003 + state.request_count
     rng = random.Random(seed)
-    group = RequestGroup(p.request_id(chat), x_request_id, arrival_ns, arrival_wall_ns, {})
+    params = {"stream": req.stream}
+    group = RequestGroup(p.request_id(chat), x_request_id, arrival_ns, arrival_wall_ns, params)
     for index, ids in enumerate(req.prompts):
         check = p.check_length(len(ids), req.max_tokens, chat)
         if check.error:

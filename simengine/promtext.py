@@ -54,7 +54,7 @@ class Family:
         self._render_created(out)
 
     def _render_created(self, out: list[str]) -> None:
-        if not self.created:
+        if not self.created or not self.created_at:  # a family without series has no `_created` either
             return
         strip = self.kind == "counter" and self.name.endswith("_total")
         base = self.name[:-6] if strip else self.name

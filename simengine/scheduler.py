@@ -49,6 +49,8 @@ class SchedulerCounters:
     prefix_queries: int = 0  # prompt tokens looked up in the prefix cache
     generation_tokens: int = 0
     preemptions: int = 0
+    preempted_prompt_tokens: int = 0  # prompt tokens of preempted sequences (SGLang's retracted input)
+    preempted_output_tokens: int = 0  # tokens they had generated (SGLang's retracted output)
     steps: int = 0
     step_tokens: int = 0
     flops_per_gpu: float = 0.0  # the roofline model's estimate, for vllm:estimated_* counters
@@ -152,7 +154,10 @@ class Scheduler:
         seq.num_computed = 0
         seq.prefill_len = seq.context_len  # recompute prompt + generated tokens
         seq.preemptions += 1
-        self.counters.preemptions += 1
+        c = self.counters
+        c.preemptions += 1
+        c.preempted_prompt_tokens += seq.prompt_len
+        c.preempted_output_tokens += seq.generated
         self.waiting.appendleft(seq)
 
     def _admit(self, batch: Batch, budget: int, now_ns: int) -> None:

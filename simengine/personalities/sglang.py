@@ -14,7 +14,7 @@ from aiohttp import web
 
 from simengine.config import SimConfig
 from simengine.personalities.base import LengthCheck, Personality, json_response
-from simengine.personalities.sglang_metrics import SglangMetrics
+from simengine.personalities.sglang_metrics import SglangMetrics, uses_source_layout
 from simengine.request import RequestGroup
 from simengine.sse import SGLANG_CHAT, SGLANG_COMPLETION
 
@@ -69,7 +69,13 @@ class SglangPersonality(Personality):
 
     @staticmethod
     def build_metrics(cfg: SimConfig) -> SglangMetrics:
-        return SglangMetrics(cfg.served_model_name, cfg.max_model_len, cfg.block_size, cfg.kv_cache_tokens)
+        return SglangMetrics(
+            cfg.served_model_name,
+            cfg.max_model_len,
+            cfg.block_size,
+            cfg.kv_cache_tokens,
+            source=uses_source_layout(cfg.engine_version),
+        )
 
     def request_id(self, chat: bool) -> str:
         return uuid.uuid4().hex

@@ -11,7 +11,7 @@ from aiohttp import web
 
 from simengine.config import SimConfig
 from simengine.personalities.base import LengthCheck, Personality, json_response
-from simengine.personalities.vllm_metrics import VllmMetrics
+from simengine.personalities.vllm_metrics import VllmMetrics, uses_source_layout
 from simengine.request import RequestGroup
 from simengine.sse import VLLM_CHAT, VLLM_COMPLETION
 
@@ -107,7 +107,9 @@ class VllmPersonality(Personality):
                 "kv_cache_max_concurrency": str(blocks * cfg.block_size / cfg.max_model_len),
             }
         )
-        return VllmMetrics(cfg.served_model_name, cfg.max_model_len, info)
+        return VllmMetrics(
+            cfg.served_model_name, cfg.max_model_len, info, source=uses_source_layout(cfg.engine_version)
+        )
 
     def __init__(self, state: Any) -> None:
         super().__init__(state)

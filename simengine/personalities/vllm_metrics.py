@@ -1,86 +1,35 @@
-"""vLLM's `/metrics`: names, types, HELP texts, labels and buckets as vLLM 0.26.0 exposes them.
+"""vLLM's `/metrics`: names, types, HELP texts, labels and buckets.
 
-Pinned against tests/fixtures/golden/vllm-0.26.0/metrics_*.txt. Labels `engine="0"`, `model_name`.
+Pinned against tests/fixtures/golden/vllm-0.26.0/metrics_*.txt (`--engine-version 0.26.0`) and against the
+newer `vllm/v1/metrics/loggers.py` + `worker.py` (commit in simengine/data/engine_metric_sources.json;
+any other version, default `0.33.0+sim`), which defines the same families plus three worker-timing
+histograms that exist, without series, until worker timing samples are recorded. Labels `engine="0"`,
+`model_name`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from simengine.personalities.vllm_buckets import (
+    ITERATION_BUCKETS,
+    ITL_BUCKETS,
+    LATENCY_BUCKETS,
+    TTFT_BUCKETS,
+    WORKER_TIME_BUCKETS,
+)
 from simengine.promtext import Family, Histogram, Labels, render
 from simengine.request import RequestGroup, Sequence
 from simengine.scheduler import Scheduler
 
-TTFT_BUCKETS = (
-    0.001,
-    0.005,
-    0.01,
-    0.02,
-    0.04,
-    0.06,
-    0.08,
-    0.1,
-    0.25,
-    0.5,
-    0.75,
-    1.0,
-    2.5,
-    5.0,
-    7.5,
-    10.0,
-    20.0,
-    40.0,
-    80.0,
-    160.0,
-    640.0,
-    2560.0,
-)
-ITL_BUCKETS = (
-    0.01,
-    0.025,
-    0.05,
-    0.075,
-    0.1,
-    0.15,
-    0.2,
-    0.3,
-    0.4,
-    0.5,
-    0.75,
-    1.0,
-    2.5,
-    5.0,
-    7.5,
-    10.0,
-    20.0,
-    40.0,
-    80.0,
-)
-LATENCY_BUCKETS = (
-    0.3,
-    0.5,
-    0.8,
-    1.0,
-    1.5,
-    2.0,
-    2.5,
-    5.0,
-    10.0,
-    15.0,
-    20.0,
-    30.0,
-    40.0,
-    50.0,
-    60.0,
-    120.0,
-    240.0,
-    480.0,
-    960.0,
-    1920.0,
-    7680.0,
-)
-ITERATION_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")
+CAPTURED_VERSION = "0.26.0"
+PADDED = " The num_model_tokens label is the target-model input size after padding."
+
+
+def uses_source_layout(engine_version: str) -> bool:
+    """True unless `engine_version` is the captured 0.26.0 (whose layout the golden files pin)."""
+    return not engine_version.startswith(CAPTURED_VERSION)
 
 
 def build_1_2_5_buckets(max_value: int) -> list[int]:
@@ -110,8 +59,29 @@ def _h(name: str, help_text: str, buckets: Any) -> Histogram:
 class VllmMetrics:
     """Holds vLLM's metric families and updates them from engine events."""
 
-    def __init__(self, model_name: str, max_model_len: int, cache_info: dict[str, str]) -> None:
+    def __init__(
+        self, model_name: str, max_model_len: int, cache_info: dict[str, str], *, source: bool = True
+    ) -> None:
         self.labels: Labels = (("engine", "0"), ("model_name", model_name))
+        # vllm/v1/metrics/worker.py: registered at start-up, series only once timing samples exist
+        self.worker: tuple[Histogram, ...] = (
+            _h(
+                "vllm:worker_model_execute_time_seconds",
+                "Device time spent on a model step, including sampling and excluding speculative "
+                "proposal time." + PADDED,
+                WORKER_TIME_BUCKETS,
+            ),
+            _h(
+                "vllm:worker_spec_decode_proposer_time_seconds",
+                "Device time spent generating speculative proposals.",
+                WORKER_TIME_BUCKETS,
+            ),
+            _h(
+                "vllm:worker_step_time_seconds",
+                "Total model-runner device time, including speculative proposals." + PADDED,
+                WORKER_TIME_BUCKETS,
+            ),
+        ) if source else ()
         tok = build_1_2_5_buckets(max_model_len)
         mfu = " (for Model Flops Utilization calculations)."
         self.est_flops = _c(
@@ -350,6 +320,7 @@ class VllmMetrics:
                 self.est_flops,
                 self.est_read,
                 self.est_write,
+                *self.worker,
                 self.running,
                 self.waiting,
                 self.waiting_by_reason,

@@ -18,6 +18,9 @@ from tests.conftest import GOLDEN_SGLANG, GOLDEN_VLLM
 from tests.integration.test_sim_api import golden_body, shape
 
 FAST = ["--time-scale", "20", "--served-model-name", "tiny-llama", "--max-model-len", "2048"]
+# The versions of the golden captures: `--engine-version` selects the /metrics layout they pin (the
+# newer source layouts are pinned by tests/unit/test_sim_metric_names.py).
+CAPTURED = {"vllm": "0.26.0", "sglang": "0.5.14"}
 
 # Names dashboards and rules rely on, pinned for vLLM (0.26.0 capture) and SGLang (0.5.14 capture).
 VLLM_PINNED = [
@@ -99,9 +102,10 @@ async def _load(client: TestClient, n: int = 4, prompt: Any = "shared words " * 
 async def test_metrics_names_types_help_and_labels_match_the_golden(
     personality: str, golden: Path, pinned: list[str]
 ) -> None:
-    client = await _client("--personality", personality)
+    client = await _client("--personality", personality, "--engine-version", CAPTURED[personality])
     try:
         await _load(client)
+        await _load(client, n=1)  # the same prompt again: prefix-cache hits (SGLang's cached_tokens_total)
         resp = await client.get("/metrics")
         text = await resp.text()
     finally:
@@ -275,7 +279,8 @@ async def test_idle_metrics_are_byte_identical_to_the_golden(
     personality: str, golden: Path, families: list[str]
 ) -> None:
     """Idle engine, same model name, context length and KV size as the capture: the same bytes."""
-    client = await _client("--personality", personality, "--kv-cache-tokens", "18208552")
+    flags = ["--personality", personality, "--kv-cache-tokens", "18208552"]
+    client = await _client(*flags, "--engine-version", CAPTURED[personality])
     try:
         text = await (await client.get("/metrics")).text()
     finally:
