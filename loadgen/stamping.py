@@ -11,6 +11,7 @@ read's time. Only the load session uses this connector: `resp.read()` returns no
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 from typing import Any
@@ -42,16 +43,21 @@ class StampingHandler(ResponseHandler):
 
     def data_received(self, data: bytes) -> None:
         arrived = time.perf_counter_ns()
-        before = self._payload
+        before = getattr(self, "_payload", None)  # aiohttp internals: degrade to plain reads if they move
         super().data_received(data)
-        payload = self._payload
+        payload = getattr(self, "_payload", None)
         if payload is not None and payload is not before and type(payload) is StreamReader:
+            key = id(payload)
+            _READS[key] = []
             try:
-                early = payload.read_nowait()  # body bytes that came with the headers
-            except Exception:  # noqa: BLE001 - a failed body stays a plain reader; its error surfaces there
+                payload.__class__ = StampingReader
+            except TypeError:  # aiohttp changed the reader's layout: keep plain reads
+                del _READS[key]
                 return
-            _READS[id(payload)] = [(arrived, early)] if early else []
-            payload.__class__ = StampingReader
+            with contextlib.suppress(Exception):  # a failed body raises again in the reading task
+                early = payload.read_nowait()  # body bytes that came with the headers
+                if early:
+                    _READS[key].append((arrived, early))
 
 
 class StampingConnector(aiohttp.TCPConnector):

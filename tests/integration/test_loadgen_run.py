@@ -249,7 +249,9 @@ async def test_target_crash_mid_run_leaves_a_partial_record(tmp_path: Path) -> N
     assert result.exit_code == 1
     by = result.summary["requests"]["by_outcome"]
     assert by["ok"] >= 5
-    assert by["disconnect"] >= MIN_FOR_BUDGET // 2
+    assert by["disconnect"] >= 1  # refused or cut connections are outcomes, not crashes
+    assert result.summary["requests"]["measured"] >= MIN_FOR_BUDGET  # the budget needs 20 finished
+    assert "exceeded --max-error-rate" in result.summary["partial_reason"]
     assert result.summary["requests"]["measured"] == len(_lines(result.result_dir))
 
 
