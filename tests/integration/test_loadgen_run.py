@@ -92,7 +92,8 @@ async def test_ttft_and_itl_match_the_servers_true_send_times(tmp_path: Path) ->
         gaps = [(b - a) / 1e6 for a, b in zip(truth, truth[1:], strict=False)]
         itl_err += [abs(c * 1e3 - g) for c, g in zip(line["itl_s"], gaps, strict=True)]
     assert min(first_err) >= 0  # the client cannot see a byte before the server wrote it
-    assert percentile(sorted(first_err), 99) < 10.0  # ms, loose for a shared 2-core test machine
+    assert percentile(sorted(first_err), 50) < 3.0  # ms
+    assert percentile(sorted(first_err), 99) < 25.0  # loose: a shared 2-core test machine stalls at times
     assert percentile(sorted(itl_err), 50) < 2.0
 
 
