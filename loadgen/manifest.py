@@ -11,6 +11,7 @@ import socket
 import subprocess
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 
@@ -68,6 +69,18 @@ def client_info() -> dict[str, Any]:
 def tool_info() -> dict[str, Any]:
     """Name, version and commit of this tool."""
     return {"name": "infergauge", "version": __version__, "git_sha": git_sha()}
+
+
+def public_url(url: str) -> str:
+    """`url` without any `user:password@` part (for labels, manifests and logs)."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    netloc = host if parts.port is None else f"{host}:{parts.port}"
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def _is_secret(key: str) -> bool:
@@ -142,7 +155,7 @@ def engine_section(meta: EngineMetadata | None, base_url: str) -> dict[str, Any]
             "version": None,
             "model": None,
             "max_model_len": None,
-            "base_url": base_url,
+            "base_url": public_url(base_url),
             "server_args": {},
             "params": {},
         }
@@ -151,7 +164,7 @@ def engine_section(meta: EngineMetadata | None, base_url: str) -> dict[str, Any]
         "version": meta.version,
         "model": meta.model,
         "max_model_len": meta.max_model_len,
-        "base_url": base_url,
+        "base_url": public_url(base_url),
         "models": meta.models,
         "sources": meta.sources,
         "server_args": redact(meta.server_args),

@@ -20,6 +20,7 @@ import loadgen.annotations as grafana_notes
 from loadgen.client import finalize
 from loadgen.config import ConfigError, RunConfig
 from loadgen.dispatch import Dispatcher, connector_limit
+from loadgen.manifest import public_url
 from loadgen.metrics import LiveMetrics, RunLabels
 from loadgen.record import ManifestFacts, build_manifest, build_summary, write_run
 from loadgen.run_loop import Run, execute, install_signals, linger
@@ -83,7 +84,7 @@ async def preflight(
 
 
 def _labels_info(
-    config: RunConfig, run_id: str, model: str, meta: EngineMetadata | None
+    config: RunConfig, run_id: str, model: str, meta: EngineMetadata | None, base_url: str
 ) -> tuple[RunLabels, dict]:
     labels = RunLabels(run_id, config.target, model, config.resolved_scenario)
     info = {
@@ -92,6 +93,7 @@ def _labels_info(
         "seed": str(config.seed),
         "dataset": config.dataset or config.resolved_workload,
         "experiment_id": config.experiment_id or "",
+        "base_url": public_url(base_url),
     }
     return labels, info
 
@@ -140,7 +142,7 @@ async def _run(
     async with aiohttp.ClientSession() as plain:  # never send the engine's API key to the exporter
         exporter = await fetch_exporter_manifest(plain, config.exporter_url)
     run = Run(config, run_id, progress)
-    run.metrics = _start_metrics(config, run_id, model, meta)
+    run.metrics = _start_metrics(config, run_id, model, meta, base_url)
     signals = install_signals(run)
     try:
         started = datetime.now(UTC)
@@ -152,8 +154,13 @@ async def _run(
             f"scenario:{config.resolved_scenario}",
         ]
         text = f"loadgen run {run_id} ({config.target}, {model})"
-        ann_id = grafana_notes.annotate_run_start(
-            config.grafana_url, config.grafana_token, run_id=run_id, tags=tags, text=text
+        ann_id = await asyncio.to_thread(
+            grafana_notes.annotate_run_start,
+            config.grafana_url,
+            config.grafana_token,
+            run_id=run_id,
+            tags=tags,
+            text=text,
         )
         run.dispatcher = Dispatcher(
             session, lambda p: f"{base_url}{p}", config.api_key, config.max_concurrency, run.on_done
@@ -176,7 +183,8 @@ async def _run(
         facts = ManifestFacts(workload, wl_fingerprint, schedule[: len(records)], meta, base_url, *exporter)
         manifest = build_manifest(config, run_id, facts, started, ended, run.stop_reason)
         result_dir = write_run(Path(config.results_dir), run_id, manifest, summary, records, start_ns)
-        grafana_notes.annotate_run_end(
+        await asyncio.to_thread(
+            grafana_notes.annotate_run_end,
             config.grafana_url,
             config.grafana_token,
             ann_id,
@@ -211,8 +219,10 @@ async def _execute_or_salvage(
         return run.start_ns, fingerprint(run.specs)
 
 
-def _start_metrics(config: RunConfig, run_id: str, model: str, meta: EngineMetadata) -> LiveMetrics:
-    labels, info = _labels_info(config, run_id, model, meta)
+def _start_metrics(
+    config: RunConfig, run_id: str, model: str, meta: EngineMetadata, base_url: str
+) -> LiveMetrics:
+    labels, info = _labels_info(config, run_id, model, meta, base_url)
     metrics = LiveMetrics(labels, info)
     if config.metrics_port:
         try:

@@ -173,7 +173,7 @@ async def test_live_metrics_are_served_and_linger(tmp_path: Path) -> None:
     port = free_port()
     async with serve(engine.app()) as url:
         config = _config(
-            url,
+            url.replace("http://", "http://bench:s3cret@"),  # credentials never reach a label
             tmp_path,
             num_prompts=12,
             rate=100.0,
@@ -204,6 +204,9 @@ async def test_live_metrics_are_served_and_linger(tmp_path: Path) -> None:
     assert f"loadgen_target_request_rate{{{labels}}} 100.0" in text
     assert "loadgen_run_info{" in text
     assert 'engine="openai"' in text
+    assert f'base_url="{url}"' in text
+    assert "s3cret" not in text
+    assert result.manifest["engine"]["base_url"] == url
     with pytest.raises(aiohttp.ClientError):  # gone after the linger
         async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{port}/metrics"):
             pass

@@ -74,3 +74,18 @@ def test_runs_csv_gets_one_row_per_run_and_one_header(tmp_path: Path) -> None:
     assert rows[0]["gpu_name"] == "NVIDIA H200"
     assert rows[0]["max_num_seqs"] == "128"
     assert json.loads(rows[0]["slo"]) == {"ttft_s": 0.2}
+
+
+@pytest.mark.parametrize(
+    ("url", "public"),
+    [
+        ("http://user:pw@host:8000/v1", "http://host:8000/v1"),
+        ("https://token@example.com", "https://example.com"),
+        ("http://u:p@[::1]:9/", "http://[::1]:9/"),
+        ("http://127.0.0.1:8000", "http://127.0.0.1:8000"),
+    ],
+)
+def test_public_url_drops_credentials(url: str, public: str) -> None:
+    from loadgen.manifest import public_url
+
+    assert public_url(url) == public
