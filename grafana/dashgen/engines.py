@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 from .board import dashboard, query_var
-from .panels import Json, row, table, target, targets, timeseries
+from .common import info_table, organize, quantile_pairs, series
+from .panels import Json, row, targets, timeseries
 
 V = 'instance=~"$instance", model_name=~"$model_name"'
 
 
+def _sum(metric: str) -> str:
+    return f"sum by (instance) ({metric}{{{V}}})"
+
+
+def _max(metric: str) -> str:
+    return f"max by (instance) ({metric}{{{V}}})"
+
+
+def _rate(metric: str, by: str = "instance") -> str:
+    return f"sum by ({by}) (rate({metric}{{{V}}}[$__rate_interval]))"
+
+
 def _quantiles(prefix: str, metric: str, title: str, desc: str = "") -> Json:
-    pairs = [
-        (
-            f"histogram_quantile({q}, sum by (le) (rate({prefix}:{metric}_bucket{{{V}}}[$__rate_interval])))",
-            f"p{int(float(q) * 100)}",
-        )
-        for q in ("0.5", "0.9", "0.99")
-    ]
+    pairs = quantile_pairs(f"{prefix}:{metric}_bucket{{{V}}}")
     return timeseries(title, targets(*pairs), "s", desc=desc, w=8)
 
 
@@ -33,40 +40,30 @@ def _variables(probe: str) -> list[Json]:
 
 
 def _vllm_panels() -> list[Json]:
-    rate = "[$__rate_interval]"
     return [
         row("Scheduler"),
         timeseries(
             "Running and waiting requests",
             targets(
-                (f"sum by (instance) (vllm:num_requests_running{{{V}}})", "running {{instance}}"),
-                (f"sum by (instance) (vllm:num_requests_waiting{{{V}}})", "waiting {{instance}}"),
+                (_sum("vllm:num_requests_running"), "running {{instance}}"),
+                (_sum("vllm:num_requests_waiting"), "waiting {{instance}}"),
             ),
             "short",
             w=8,
         ),
-        timeseries(
-            "KV-cache usage",
-            [target(f"max by (instance) (vllm:kv_cache_usage_perc{{{V}}})", "{{instance}}")],
-            "percentunit",
-            w=8,
-        ),
-        timeseries(
+        series("KV-cache usage", _max("vllm:kv_cache_usage_perc"), "{{instance}}", "percentunit", w=8),
+        series(
             "Preemptions",
-            [target(f"sum by (instance) (rate(vllm:num_preemptions_total{{{V}}}{rate}))", "{{instance}}")],
+            _rate("vllm:num_preemptions_total"),
+            "{{instance}}",
             "short",
             w=8,
             desc="Requests evicted for lack of KV blocks (recomputed later).",
         ),
-        timeseries(
+        series(
             "Prefix-cache hit ratio",
-            [
-                target(
-                    f"sum by (instance) (rate(vllm:prefix_cache_hits_total{{{V}}}{rate})) / "
-                    f"sum by (instance) (rate(vllm:prefix_cache_queries_total{{{V}}}{rate}))",
-                    "{{instance}}",
-                )
-            ],
+            f"{_rate('vllm:prefix_cache_hits_total')} / {_rate('vllm:prefix_cache_queries_total')}",
+            "{{instance}}",
             "percentunit",
             w=8,
             desc="Tokens served from the prefix cache / tokens looked up.",
@@ -74,23 +71,16 @@ def _vllm_panels() -> list[Json]:
         timeseries(
             "Token throughput",
             targets(
-                (f"sum by (instance) (rate(vllm:prompt_tokens_total{{{V}}}{rate}))", "prompt {{instance}}"),
-                (
-                    f"sum by (instance) (rate(vllm:generation_tokens_total{{{V}}}{rate}))",
-                    "generation {{instance}}",
-                ),
+                (_rate("vllm:prompt_tokens_total"), "prompt {{instance}}"),
+                (_rate("vllm:generation_tokens_total"), "generation {{instance}}"),
             ),
             "suffix: tok/s",
             w=8,
         ),
-        timeseries(
+        series(
             "Finished requests by reason",
-            [
-                target(
-                    f"sum by (finished_reason) (rate(vllm:request_success_total{{{V}}}{rate}))",
-                    "{{finished_reason}}",
-                )
-            ],
+            _rate("vllm:request_success_total", by="finished_reason"),
+            "{{finished_reason}}",
             "reqps",
             w=8,
             stack=True,
@@ -103,83 +93,54 @@ def _vllm_panels() -> list[Json]:
         _quantiles("vllm", "request_queue_time_seconds", "Queue time", "Waiting before the first schedule."),
         _quantiles("vllm", "request_prefill_time_seconds", "Prefill time"),
         row("Configuration"),
-        table(
+        info_table(
             "Cache config (vllm:cache_config_info)",
-            [
-                target(
-                    'max without (job, __name__) (vllm:cache_config_info{instance=~"$instance"})',
-                    instant=True,
-                    fmt="table",
-                )
-            ],
-            transformations=[
-                {
-                    "id": "organize",
-                    "options": {
-                        "excludeByName": {"Time": True, "Value": True},
-                        "renameByName": {},
-                        "indexByName": {},
-                    },
-                }
-            ],
+            'max without (job, __name__) (vllm:cache_config_info{instance=~"$instance"})',
+            transformations=organize({"Time": True, "Value": True}),
             h=6,
         ),
     ]
 
 
 def _sglang_panels() -> list[Json]:
-    rate = "[$__rate_interval]"
     return [
         row("Scheduler"),
         timeseries(
             "Running and queued requests",
             targets(
-                (f"sum by (instance) (sglang:num_running_reqs{{{V}}})", "running {{instance}}"),
-                (f"sum by (instance) (sglang:num_queue_reqs{{{V}}})", "queued {{instance}}"),
+                (_sum("sglang:num_running_reqs"), "running {{instance}}"),
+                (_sum("sglang:num_queue_reqs"), "queued {{instance}}"),
             ),
             "short",
             w=8,
         ),
-        timeseries(
-            "KV-cache (token pool) usage",
-            [target(f"max by (instance) (sglang:token_usage{{{V}}})", "{{instance}}")],
-            "percentunit",
-            w=8,
-        ),
+        series("KV-cache (token pool) usage", _max("sglang:token_usage"), "{{instance}}", "percentunit", w=8),
         timeseries(
             "KV tokens used",
             targets(
-                (f"sum by (instance) (sglang:kv_used_tokens{{{V}}})", "used {{instance}}"),
-                (f"sum by (instance) (sglang:max_total_num_tokens{{{V}}})", "capacity {{instance}}"),
+                (_sum("sglang:kv_used_tokens"), "used {{instance}}"),
+                (_sum("sglang:max_total_num_tokens"), "capacity {{instance}}"),
             ),
             "short",
             w=8,
         ),
-        timeseries(
+        series(
             "Retracted requests",
-            [target(f"sum by (instance) (sglang:num_retracted_reqs{{{V}}})", "{{instance}}")],
+            _sum("sglang:num_retracted_reqs"),
+            "{{instance}}",
             "short",
             w=8,
             desc="Requests retracted for lack of KV space (SGLang's preemption).",
         ),
-        timeseries(
-            "Prefix (radix) cache hit rate",
-            [target(f"max by (instance) (sglang:cache_hit_rate{{{V}}})", "{{instance}}")],
-            "percentunit",
-            w=8,
+        series(
+            "Prefix (radix) cache hit rate", _max("sglang:cache_hit_rate"), "{{instance}}", "percentunit", w=8
         ),
         timeseries(
             "Token throughput",
             targets(
-                (f"sum by (instance) (rate(sglang:prompt_tokens_total{{{V}}}{rate}))", "prompt {{instance}}"),
-                (
-                    f"sum by (instance) (rate(sglang:generation_tokens_total{{{V}}}{rate}))",
-                    "generation {{instance}}",
-                ),
-                (
-                    f"sum by (instance) (sglang:gen_throughput{{{V}}})",
-                    "generation (engine's own gauge) {{instance}}",
-                ),
+                (_rate("sglang:prompt_tokens_total"), "prompt {{instance}}"),
+                (_rate("sglang:generation_tokens_total"), "generation {{instance}}"),
+                (_sum("sglang:gen_throughput"), "generation (engine's own gauge) {{instance}}"),
             ),
             "suffix: tok/s",
             w=8,
@@ -191,14 +152,8 @@ def _sglang_panels() -> list[Json]:
         timeseries(
             "Requests",
             targets(
-                (
-                    f"sum by (instance) (rate(sglang:num_requests_total{{{V}}}{rate}))",
-                    "requests {{instance}}",
-                ),
-                (
-                    f"sum by (instance) (rate(sglang:num_aborted_requests_total{{{V}}}{rate}))",
-                    "aborted {{instance}}",
-                ),
+                (_rate("sglang:num_requests_total"), "requests {{instance}}"),
+                (_rate("sglang:num_aborted_requests_total"), "aborted {{instance}}"),
             ),
             "reqps",
             w=8,

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from .board import dashboard, query_var
-from .panels import Json, row, table, target, targets, timeseries
+from .common import info_table, organize, series
+from .panels import Json, row, targets, timeseries
 
 G = 'Hostname=~"$Hostname", gpu=~"$gpu"'
 LEGEND = "GPU {{gpu}} {{Hostname}}"
@@ -11,7 +12,7 @@ GPU_LABELS = "Hostname, gpu, modelName, UUID, pci_bus_id, DCGM_FI_DRIVER_VERSION
 
 
 def _series(title: str, expr: str, unit: str, desc: str = "", w: int = 8) -> Json:
-    return timeseries(title, [target(expr, LEGEND)], unit, desc=desc, w=w)
+    return series(title, expr, LEGEND, unit, desc=desc, w=w)
 
 
 def _gpu_panels() -> list[Json]:
@@ -49,14 +50,10 @@ def _gpu_panels() -> list[Json]:
         ),
         _series("SM clock", f"DCGM_FI_DEV_SM_CLOCK{{{G}}} * 1e6", "hertz"),
         _series("Memory clock", f"DCGM_FI_DEV_MEM_CLOCK{{{G}}} * 1e6", "hertz"),
-        timeseries(
+        series(
             "Clock event (throttle) reasons",
-            [
-                target(
-                    f"max by (Hostname, gpu, reason) (infergauge_gpu_clock_event_active{{{G}}})",
-                    "GPU {{gpu}} {{reason}}",
-                )
-            ],
+            f"max by (Hostname, gpu, reason) (infergauge_gpu_clock_event_active{{{G}}})",
+            "GPU {{gpu}} {{reason}}",
             "bool_on_off",
             w=8,
             desc="Thermal or power reasons active under load make runs incomparable.",
@@ -68,14 +65,10 @@ def _gpu_panels() -> list[Json]:
         _series(
             "Last XID error", f"DCGM_FI_DEV_XID_ERRORS{{{G}}}", "short", "0 = none since the driver loaded."
         ),
-        timeseries(
+        series(
             "GPU memory per process",
-            [
-                target(
-                    f"max by (Hostname, gpu, pid, process) (infergauge_gpu_process_memory_bytes{{{G}}})",
-                    "GPU {{gpu}} {{process}} ({{pid}})",
-                )
-            ],
+            f"max by (Hostname, gpu, pid, process) (infergauge_gpu_process_memory_bytes{{{G}}})",
+            "GPU {{gpu}} {{process}} ({{pid}})",
             "bytes",
             w=8,
             desc="Anything besides the engine here is a foreign process competing for the GPU.",
@@ -84,52 +77,41 @@ def _gpu_panels() -> list[Json]:
 
 
 def _inventory_panels() -> list[Json]:
-    hide = {"Time": True, "Value": True, "__name__": True}
-    organize = [{"id": "organize", "options": {"excludeByName": hide, "renameByName": {}, "indexByName": {}}}]
+    hidden = organize({"Time": True, "Value": True, "__name__": True})
     return [
         row("Inventory"),
-        table(
+        info_table(
             "GPUs",
-            [target(f"max by ({GPU_LABELS}) (DCGM_FI_DEV_GPU_TEMP{{{G}}})", instant=True, fmt="table")],
-            transformations=organize,
+            f"max by ({GPU_LABELS}) (DCGM_FI_DEV_GPU_TEMP{{{G}}})",
+            transformations=hidden,
             w=12,
             h=8,
         ),
-        table(
+        info_table(
             "Interconnect (topology)",
-            [
-                target(
-                    'max by (gpu, peer, link) (infergauge_gpu_topology_info{Hostname=~"$Hostname"})',
-                    instant=True,
-                    fmt="table",
-                )
-            ],
-            transformations=organize,
+            'max by (gpu, peer, link) (infergauge_gpu_topology_info{Hostname=~"$Hostname"})',
+            transformations=hidden,
             w=12,
             h=8,
         ),
-        table(
+        info_table(
             "Engines on this host",
-            [target("max without (job, __name__) (infergauge_engine_info)", instant=True, fmt="table")],
-            transformations=organize,
+            "max without (job, __name__) (infergauge_engine_info)",
+            transformations=hidden,
             w=24,
             h=6,
         ),
-        table(
+        info_table(
             "Host",
-            [target("max without (job, __name__) (infergauge_host_info)", instant=True, fmt="table")],
-            transformations=organize,
+            "max without (job, __name__) (infergauge_host_info)",
+            transformations=hidden,
             w=12,
             h=5,
         ),
-        timeseries(
+        series(
             "Exporter collectors",
-            targets(
-                (
-                    "min by (instance, collector) (infergauge_collector_success)",
-                    "ok {{collector}} {{instance}}",
-                ),
-            ),
+            "min by (instance, collector) (infergauge_collector_success)",
+            "ok {{collector}} {{instance}}",
             "bool_yes_no",
             w=12,
             h=5,

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from .board import dashboard, query_var, run_boundary_annotations
-from .panels import Json, barchart, table, target, text, timeseries, xychart
+from .common import series as one_query_series
+from .panels import Json, barchart, table, target, text, xychart
 
 SEL = 'target=~"$target", scenario=~"$scenario", model=~"$model"'
 
@@ -160,14 +161,10 @@ def build() -> Json:
         _table(),
         *_bars(),
         _scatter(),
-        timeseries(
+        one_query_series(
             "p99 TTFT over time, per run (last minute)",
-            [
-                target(
-                    f"max by (run_id) (run_id:loadgen_time_to_first_token_seconds:p99_rate1m{{{SEL}}})",
-                    "{{run_id}}",
-                )
-            ],
+            f"max by (run_id) (run_id:loadgen_time_to_first_token_seconds:p99_rate1m{{{SEL}}})",
+            "{{run_id}}",
             "s",
             w=12,
             h=10,

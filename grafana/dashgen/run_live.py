@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from .board import dashboard, query_var, run_boundary_annotations, textbox_var
+from .common import quantile_pairs, series
 from .panels import Json, heatmap, row, stat, target, targets, timeseries
 
 RUN = 'run_id="$run_id"'
 ENGINE = 'instance=~"$engine_instance"'
 GPU = 'Hostname=~"$Hostname"'
+GPU_LEGEND = "GPU {{gpu}} {{Hostname}}"
 LATENCIES = (
     (
         "TTFT",
@@ -27,14 +29,7 @@ LATENCIES = (
 
 
 def _quantiles(metric: str, slo_var: str) -> list[Json]:
-    pairs = [
-        (
-            f"histogram_quantile({q}, sum by (le) "
-            f"(rate(loadgen_{metric}_seconds_bucket{{{RUN}}}[$__rate_interval])))",
-            f"p{int(float(q) * 100)}",
-        )
-        for q in ("0.5", "0.9", "0.99")
-    ]
+    pairs = quantile_pairs(f"loadgen_{metric}_seconds_bucket{{{RUN}}}")
     if slo_var:
         pairs.append((f"vector(${slo_var})", "SLO"))
     return targets(*pairs)
@@ -120,14 +115,10 @@ def _load_panels() -> list[Json]:
             ),
             "short",
         ),
-        timeseries(
+        series(
             "Outcomes",
-            [
-                target(
-                    f"sum by (outcome) (rate(loadgen_requests_total{{{RUN}}}[$__rate_interval]))",
-                    "{{outcome}}",
-                )
-            ],
+            f"sum by (outcome) (rate(loadgen_requests_total{{{RUN}}}[$__rate_interval]))",
+            "{{outcome}}",
             "reqps",
             stack=True,
         ),
@@ -147,24 +138,14 @@ def _client_panels() -> list[Json]:
         row("Client health (is the load generator the bottleneck?)"),
         timeseries(
             "Schedule lag (actual send - scheduled send)",
-            targets(
-                (
-                    f"histogram_quantile(0.5, sum by (le) (rate(loadgen_schedule_lag_seconds_bucket{{{RUN}}}"
-                    "[$__rate_interval])))",
-                    "p50",
-                ),
-                (
-                    f"histogram_quantile(0.99, sum by (le) (rate(loadgen_schedule_lag_seconds_bucket{{{RUN}}}"
-                    "[$__rate_interval])))",
-                    "p99",
-                ),
-            ),
+            targets(*quantile_pairs(f"loadgen_schedule_lag_seconds_bucket{{{RUN}}}", ("0.5", "0.99"))),
             "s",
             desc="Coordinated-omission guard: growing lag means the client cannot keep the asked rate.",
         ),
-        timeseries(
+        series(
             "Event-loop lag",
-            [target(f"max by (instance) (loadgen_event_loop_lag_seconds{{{RUN}}})", "{{instance}}")],
+            f"max by (instance) (loadgen_event_loop_lag_seconds{{{RUN}}})",
+            "{{instance}}",
             "s",
             desc="Late timestamps inflate TTFT and ITL: keep this far below the latencies measured.",
         ),
@@ -226,21 +207,9 @@ def _engine_panels() -> list[Json]:
 def _gpu_panels() -> list[Json]:
     return [
         row("GPUs (dcgm-exporter names: infergauge exporter or NVIDIA dcgm-exporter)"),
-        timeseries(
-            "GPU utilization",
-            [target(f"DCGM_FI_DEV_GPU_UTIL{{{GPU}}}", "GPU {{gpu}} {{Hostname}}")],
-            "percent",
-            w=8,
-        ),
-        timeseries(
-            "GPU memory used",
-            [target(f"DCGM_FI_DEV_FB_USED{{{GPU}}}", "GPU {{gpu}} {{Hostname}}")],
-            "mbytes",
-            w=8,
-        ),
-        timeseries(
-            "Power", [target(f"DCGM_FI_DEV_POWER_USAGE{{{GPU}}}", "GPU {{gpu}} {{Hostname}}")], "watt", w=8
-        ),
+        series("GPU utilization", f"DCGM_FI_DEV_GPU_UTIL{{{GPU}}}", GPU_LEGEND, "percent", w=8),
+        series("GPU memory used", f"DCGM_FI_DEV_FB_USED{{{GPU}}}", GPU_LEGEND, "mbytes", w=8),
+        series("Power", f"DCGM_FI_DEV_POWER_USAGE{{{GPU}}}", GPU_LEGEND, "watt", w=8),
         timeseries(
             "Temperature",
             targets(
@@ -250,21 +219,18 @@ def _gpu_panels() -> list[Json]:
             "celsius",
             w=8,
         ),
-        timeseries(
+        series(
             "SM clock",
-            [target(f"DCGM_FI_DEV_SM_CLOCK{{{GPU}}} * 1e6", "GPU {{gpu}} {{Hostname}}")],
+            f"DCGM_FI_DEV_SM_CLOCK{{{GPU}}} * 1e6",
+            GPU_LEGEND,
             "hertz",
             w=8,
             desc="A drop under load with an active throttle reason explains slower runs.",
         ),
-        timeseries(
+        series(
             "Clock event (throttle) reasons",
-            [
-                target(
-                    f"max by (Hostname, gpu, reason) (infergauge_gpu_clock_event_active{{{GPU}}})",
-                    "GPU {{gpu}} {{reason}}",
-                )
-            ],
+            f"max by (Hostname, gpu, reason) (infergauge_gpu_clock_event_active{{{GPU}}})",
+            "GPU {{gpu}} {{reason}}",
             "bool_on_off",
             w=8,
         ),
