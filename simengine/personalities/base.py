@@ -31,6 +31,50 @@ def json_response(body: Any, status: int = 200) -> web.Response:
     )
 
 
+def build_choices(
+    group: RequestGroup,
+    chat: bool,
+    texts: list[str],
+    *,
+    message_extra: dict[str, Any],
+    chat_extra: dict[str, Any],
+    text_extra: dict[str, Any],
+) -> list[dict[str, Any]]:
+    """Non-streaming choices, one per sequence; the `*_extra` fields are the engine's own, in its order."""
+    choices: list[dict[str, Any]] = []
+    for seq, text in zip(group.seqs, texts, strict=True):
+        common = {"logprobs": None, "finish_reason": seq.finish_reason}
+        if chat:
+            message = {"role": "assistant", "content": text, **message_extra}
+            choices.append({"index": seq.index, "message": message, **common, **chat_extra})
+        else:
+            choices.append({"index": seq.index, "text": text, **common, **text_extra})
+    return choices
+
+
+def usage_body(group: RequestGroup, **extra: Any) -> dict[str, Any]:
+    """The `usage` object of a non-streaming response (engine-specific fields appended)."""
+    p, c = group.prompt_tokens, group.completion_tokens
+    return {
+        "prompt_tokens": p,
+        "total_tokens": p + c,
+        "completion_tokens": c,
+        "prompt_tokens_details": None,
+        **extra,
+    }
+
+
+async def empty_ok(request: web.Request) -> web.Response:
+    """200 with an empty body (health probes)."""
+    return web.Response(status=200)
+
+
+def metrics_response(state: AppState, content_type: str) -> web.Response:
+    """The engine's current `/metrics` exposition text."""
+    body = state.metrics.render(state.engine.scheduler)
+    return web.Response(body=body, headers={"Content-Type": content_type})
+
+
 class Personality:
     """Base class: the engine-specific bits the OpenAI handlers and routes need."""
 

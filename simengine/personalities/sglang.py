@@ -13,7 +13,15 @@ from typing import Any
 from aiohttp import web
 
 from simengine.config import SimConfig
-from simengine.personalities.base import LengthCheck, Personality, json_response
+from simengine.personalities.base import (
+    LengthCheck,
+    Personality,
+    build_choices,
+    empty_ok,
+    json_response,
+    metrics_response,
+    usage_body,
+)
 from simengine.personalities.sglang_metrics import SglangMetrics, uses_source_layout
 from simengine.request import RequestGroup
 from simengine.sse import SGLANG_CHAT, SGLANG_COMPLETION
@@ -101,47 +109,21 @@ class SglangPersonality(Personality):
     def completion_body(
         self, group: RequestGroup, chat: bool, created: int, texts: list[str]
     ) -> dict[str, Any]:
-        choices: list[dict[str, Any]] = []
-        for seq, text in zip(group.seqs, texts, strict=True):
-            if chat:
-                choices.append(
-                    {
-                        "index": seq.index,
-                        "message": {
-                            "role": "assistant",
-                            "content": text,
-                            "reasoning_content": None,
-                            "tool_calls": None,
-                        },
-                        "logprobs": None,
-                        "finish_reason": seq.finish_reason,
-                        "matched_stop": None,
-                    }
-                )
-            else:
-                choices.append(
-                    {
-                        "index": seq.index,
-                        "text": text,
-                        "logprobs": None,
-                        "finish_reason": seq.finish_reason,
-                        "matched_stop": None,
-                    }
-                )
-        p, c = group.prompt_tokens, group.completion_tokens
+        choices = build_choices(
+            group,
+            chat,
+            texts,
+            message_extra={"reasoning_content": None, "tool_calls": None},
+            chat_extra={"matched_stop": None},
+            text_extra={"matched_stop": None},
+        )
         return {
             "id": group.request_id,
             "object": "chat.completion" if chat else "text_completion",
             "created": created,
             "model": group.params.get("model", self.state.cfg.served_model_name),
             "choices": choices,
-            "usage": {
-                "prompt_tokens": p,
-                "total_tokens": p + c,
-                "completion_tokens": c,
-                "prompt_tokens_details": None,
-                "reasoning_tokens": 0,
-            },
+            "usage": usage_body(group, reasoning_tokens=0),
             "metadata": {"weight_version": "default"},
         }
 
@@ -213,8 +195,7 @@ class SglangPersonality(Personality):
         return web.Response(status=200, text=FLUSH_OK)
 
     async def _metrics(self, request: web.Request) -> web.Response:
-        body = self.state.metrics.render(self.state.engine.scheduler)
-        return web.Response(body=body, headers={"Content-Type": METRICS_CONTENT_TYPE})
+        return metrics_response(self.state, METRICS_CONTENT_TYPE)
 
     def add_routes(self, app: web.Application) -> None:
         def static(fn: Callable[[], Any], status: int = 200) -> Handler:
@@ -222,9 +203,6 @@ class SglangPersonality(Personality):
                 return json_response(fn(), status)
 
             return handler
-
-        async def empty_ok(request: web.Request) -> web.Response:
-            return web.Response(status=200)
 
         r = app.router
         for path in ("/health", "/health_generate"):

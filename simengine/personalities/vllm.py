@@ -10,10 +10,20 @@ from typing import Any
 from aiohttp import web
 
 from simengine.config import SimConfig
-from simengine.personalities.base import LengthCheck, Personality, json_response
+from simengine.personalities.base import (
+    LengthCheck,
+    Personality,
+    build_choices,
+    empty_ok,
+    json_response,
+    metrics_response,
+    usage_body,
+)
 from simengine.personalities.vllm_metrics import VllmMetrics, uses_source_layout
 from simengine.request import RequestGroup
 from simengine.sse import VLLM_CHAT, VLLM_COMPLETION
+
+METRICS_CONTENT_TYPE = "text/plain; version=1.0.0; charset=utf-8"
 
 # vllm:cache_config_info labels as vLLM 0.26.0 emits them (values we do not model keep vLLM's defaults)
 CACHE_CONFIG_DEFAULTS = {
@@ -159,43 +169,26 @@ class VllmPersonality(Personality):
     def completion_body(
         self, group: RequestGroup, chat: bool, created: int, texts: list[str]
     ) -> dict[str, Any]:
-        choices: list[dict[str, Any]] = []
-        for seq, text in zip(group.seqs, texts, strict=True):
-            if chat:
-                choices.append(
-                    {
-                        "index": seq.index,
-                        "message": {
-                            "role": "assistant",
-                            "content": text,
-                            "refusal": None,
-                            "annotations": None,
-                            "audio": None,
-                            "function_call": None,
-                            "reasoning": None,
-                        },
-                        "logprobs": None,
-                        "finish_reason": seq.finish_reason,
-                        "stop_reason": None,
-                        "token_ids": None,
-                        "routed_experts": None,
-                    }
-                )
-            else:
-                choices.append(
-                    {
-                        "index": seq.index,
-                        "text": text,
-                        "logprobs": None,
-                        "finish_reason": seq.finish_reason,
-                        "stop_reason": None,
-                        "token_ids": None,
-                        "prompt_logprobs": None,
-                        "prompt_token_ids": None,
-                        "routed_experts": None,
-                    }
-                )
-        p, c = group.prompt_tokens, group.completion_tokens
+        choices = build_choices(
+            group,
+            chat,
+            texts,
+            message_extra={
+                "refusal": None,
+                "annotations": None,
+                "audio": None,
+                "function_call": None,
+                "reasoning": None,
+            },
+            chat_extra={"stop_reason": None, "token_ids": None, "routed_experts": None},
+            text_extra={
+                "stop_reason": None,
+                "token_ids": None,
+                "prompt_logprobs": None,
+                "prompt_token_ids": None,
+                "routed_experts": None,
+            },
+        )
         body: dict[str, Any] = {
             "id": group.request_id,
             "object": "chat.completion" if chat else "text_completion",
@@ -204,12 +197,7 @@ class VllmPersonality(Personality):
             "choices": choices,
             "service_tier": None,
             "system_fingerprint": self._fingerprint,
-            "usage": {
-                "prompt_tokens": p,
-                "total_tokens": p + c,
-                "completion_tokens": c,
-                "prompt_tokens_details": None,
-            },
+            "usage": usage_body(group),
         }
         if chat:
             body.update({"prompt_logprobs": None, "prompt_token_ids": None, "prompt_text": None})
@@ -252,9 +240,6 @@ class VllmPersonality(Personality):
     def add_routes(self, app: web.Application) -> None:
         state = self.state
 
-        async def empty_ok(request: web.Request) -> web.Response:
-            return web.Response(status=200)
-
         async def version(request: web.Request) -> web.Response:
             return json_response({"version": state.cfg.engine_version})
 
@@ -286,10 +271,7 @@ class VllmPersonality(Personality):
             return web.Response(status=200)
 
         async def metrics(request: web.Request) -> web.Response:
-            body = state.metrics.render(state.engine.scheduler)
-            return web.Response(
-                body=body, headers={"Content-Type": "text/plain; version=1.0.0; charset=utf-8"}
-            )
+            return metrics_response(state, METRICS_CONTENT_TYPE)
 
         r = app.router
         for path in ("/health", "/ping"):
