@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 from aiohttp import web
@@ -17,6 +18,7 @@ from exporter.app import COLLECTORS, Exporter, ExporterConfig, build_app
 from exporter.webconfig import WebConfigError, load_web_config
 
 ENV_PREFIX = "INFERGAUGE_EXPORTER"
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _validate_url(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> list[str]:
@@ -30,80 +32,63 @@ def _env(name: str) -> str:
     return f"{ENV_PREFIX}_{name}"
 
 
+def _option(flag: str, *decls: str, **kwargs: Any) -> Callable[[F], F]:
+    """A click option with its environment twin: `--engine-url` reads INFERGAUGE_EXPORTER_ENGINE_URL."""
+    name = flag.split("/")[0].removeprefix("--").replace("-", "_").upper()
+    return click.option(flag, *decls, envvar=_env(name), **kwargs)
+
+
+def _collectors(flag: str, dest: str, help_text: str) -> Callable[[F], F]:
+    """A repeatable choice among the collectors."""
+    return _option(flag, dest, multiple=True, type=click.Choice(COLLECTORS), help=help_text)
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
-@click.option("--port", envvar=_env("PORT"), type=click.IntRange(0, 65535), default=9402, help="Listen port.")
-@click.option("--host", "listen_host", envvar=_env("HOST"), default="0.0.0.0", help="Listen address.")
-@click.option(
+@_option("--port", type=click.IntRange(0, 65535), default=9402, help="Listen port.")
+@_option("--host", "listen_host", default="0.0.0.0", help="Listen address.")
+@_option(
     "--engine-url",
-    envvar=_env("ENGINE_URL"),
     multiple=True,
     callback=_validate_url,
     help="Engine base URL to poll (repeatable; space-separated in the env), e.g. http://127.0.0.1:8000.",
 )
-@click.option(
+@_option(
     "--engine-api-key",
-    envvar=_env("ENGINE_API_KEY"),
     default=None,
     show_default=False,
     help="Bearer token for the engine's API (never logged or exported).",
 )
-@click.option(
-    "--discover/--no-discover",
-    envvar=_env("DISCOVER"),
-    default=True,
-    help="Find vLLM/SGLang/simulated engine processes on this host.",
+@_option(
+    "--discover/--no-discover", default=True, help="Find vLLM/SGLang/simulated engine processes on this host."
 )
-@click.option(
+@_option(
     "--sample-interval",
-    envvar=_env("SAMPLE_INTERVAL"),
     type=click.FloatRange(0, 60),
     default=1.0,
     help="Seconds between background samples of power/utilization peaks and GPM (0 = off).",
 )
-@click.option(
-    "--collector",
-    "enabled",
-    envvar=_env("COLLECTOR"),
-    multiple=True,
-    type=click.Choice(COLLECTORS),
-    help="Run only these collectors (repeatable). Default: all.",
-)
-@click.option(
-    "--no-collector",
-    "disabled",
-    envvar=_env("NO_COLLECTOR"),
-    multiple=True,
-    type=click.Choice(COLLECTORS),
-    help="Do not run this collector (repeatable).",
-)
-@click.option(
+@_collectors("--collector", "enabled", "Run only these collectors (repeatable). Default: all.")
+@_collectors("--no-collector", "disabled", "Do not run this collector (repeatable).")
+@_option(
     "--web-config-file",
-    envvar=_env("WEB_CONFIG_FILE"),
     type=click.Path(dir_okay=False),
     default=None,
     help="exporter-toolkit web config: tls_server_config, basic_auth_users (bcrypt).",
 )
-@click.option(
+@_option(
     "--once",
-    envvar=_env("ONCE"),
     type=click.Choice(["metrics", "manifest"]),
     default=None,
     help="Print one scrape or the manifest to stdout and exit.",
 )
-@click.option(
+@_option(
     "--fake-gpus",
-    envvar=_env("FAKE_GPUS"),
     type=click.IntRange(0, 64),
     default=0,
     hidden=True,
     help="Testing/benchmarks only: N simulated GPUs instead of NVML (modelName says fake).",
 )
-@click.option(
-    "--log-level",
-    envvar=_env("LOG_LEVEL"),
-    type=click.Choice(["debug", "info", "warning", "error"]),
-    default="info",
-)
+@_option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info")
 def main(
     port: int,
     listen_host: str,
