@@ -138,20 +138,13 @@ DEFAULTS: dict[str, dict[str, Value]] = {
         "dtype": "auto",
         "seed": 0,
     },
-    "sglang": {
-        "tensor_parallel_size": 1,
-        "max_num_seqs": AUTO,
-        "gpu_memory_utilization": AUTO,
-        "max_model_len": AUTO,
-        "block_size": 1,
-        "chunked_prefill": True,
-        "max_num_batched_tokens": AUTO,
-        "prefix_caching": True,
-        "kv_cache_dtype": "auto",
-        "quantization": None,
-        "dtype": "auto",
-        "seed": AUTO,  # random per launch
-    },
+}
+# SGLang differs from vLLM only here (keys keep vLLM's order)
+DEFAULTS["sglang"] = {
+    **DEFAULTS["vllm"],
+    "gpu_memory_utilization": AUTO,
+    "block_size": 1,
+    "seed": AUTO,  # random per launch
 }
 DEFAULTS["simengine"] = dict(DEFAULTS["vllm"])
 

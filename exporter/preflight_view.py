@@ -7,21 +7,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from exporter.engine_params import NEUTRAL_PARAMS
+
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
-KEY_PARAMS = (
-    "tensor_parallel_size",
-    "max_num_seqs",
-    "gpu_memory_utilization",
-    "max_model_len",
-    "block_size",
-    "chunked_prefill",
-    "max_num_batched_tokens",
-    "prefix_caching",
-    "kv_cache_dtype",
-    "quantization",
-    "dtype",
-    "seed",
-)
 
 
 def _gib(value: Any) -> str:
@@ -75,7 +63,7 @@ def engine_table(engines: list[dict[str, Any]]) -> Table:
         table.add_column(column)
     for engine in engines:
         params = engine.get("params", {})
-        shown = " ".join(f"{k}={params[k]}" for k in KEY_PARAMS if k in params)
+        shown = " ".join(f"{k}={params[k]}" for k in NEUTRAL_PARAMS if k in params)
         table.add_row(
             str(engine.get("engine")),
             str(engine.get("version") or "?"),
