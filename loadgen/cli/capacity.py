@@ -9,12 +9,13 @@ from typing import Any
 import click
 
 from loadgen.cli.run import OneLineErrors
-from loadgen.config import ConfigError
 from loadgen.experiments.capacity import CapacityResult, SearchSettings, search_capacity
 from loadgen.experiments.cliopts import (
     CONTEXT,
     base_config,
     echo_err,
+    report_hint,
+    run_points,
     runner_for,
     split_params,
     with_run_options,
@@ -83,22 +84,12 @@ def capacity(ctx: click.Context, **params: Any) -> None:
     state = ExperimentState(experiment_id, experiment_dir(base.results_dir, experiment_id), name="capacity",
                             purpose=f"capacity at {objective.label} over {own['kind']}")
     measure = make_measure(base, own["kind"], state, runner_for(run_params), "capacity", echo_err)
-    try:
-        result = search_capacity(measure, objective, settings)
-    except KeyboardInterrupt:
-        state.status = "interrupted"
-        state.save()
-        echo_err(f"interrupted: finished steps kept in experiment {experiment_id}")
-        ctx.exit(1)
-    except ConfigError as exc:
-        click.echo(f"Error: {exc}", err=True)
-        ctx.exit(2)
-    state.status = "done"
-    state.save()
+    result = run_points(ctx, state, lambda: search_capacity(measure, objective, settings),
+                        lambda: "finished steps", mark_failed=False)
     click.echo(f"experiment {experiment_id}: capacity search over {own['kind']}, {base.resolved_scenario}")
     click.echo(steps_table(result))
     click.echo(verdict(result, "concurrency" if integer else "rate"))
-    click.echo(f"report: loadgen report {experiment_id} --results-dir {base.results_dir}", err=True)
+    report_hint(experiment_id, base.results_dir)
 
 
 with_run_options(capacity)

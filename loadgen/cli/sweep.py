@@ -14,6 +14,8 @@ from loadgen.experiments.cliopts import (
     CONTEXT,
     base_config,
     echo_err,
+    report_hint,
+    run_points,
     runner_for,
     split_params,
     with_run_options,
@@ -72,24 +74,12 @@ def sweep(ctx: click.Context, **params: Any) -> None:
                             purpose=f"{kind} sweep {','.join(f'{v:g}' for v in loads)}")
     measure = make_measure(base, kind, state, runner_for(run_params), "sweep", echo_err)
     points: list[Point] = []
-    try:
-        points.extend(measure(load) for load in loads)
-    except KeyboardInterrupt:
-        state.status = "interrupted"
-        state.save()
-        echo_err(f"interrupted: {len(points)} points kept in experiment {experiment_id}")
-        ctx.exit(1)
-    except ConfigError as exc:
-        state.status = "failed"
-        state.save()
-        click.echo(f"Error: {exc}", err=True)
-        ctx.exit(2)
-    state.status = "done"
-    state.save()
+    run_points(ctx, state, lambda: points.extend(measure(load) for load in loads),
+               lambda: f"{len(points)} points")
     click.echo(f"experiment {experiment_id}: {kind} sweep, {base.resolved_scenario}, seed {base.seed}")
     click.echo(points_table(points))
     click.echo("\n".join(summary_lines(points, objectives, own["knee_threshold"])))
-    click.echo(f"report: loadgen report {experiment_id} --results-dir {base.results_dir}", err=True)
+    report_hint(experiment_id, base.results_dir)
 
 
 with_run_options(sweep)

@@ -7,7 +7,7 @@ import copy
 import dataclasses
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -15,6 +15,9 @@ from loadgen.cli.run import build_config
 from loadgen.cli.run import run as run_command
 from loadgen.config import ConfigError, RunConfig
 from loadgen.experiments.slo import Objective
+from loadgen.experiments.state import ExperimentState
+
+T = TypeVar("T")
 
 # The load is varied by the command; `--slo` takes percentile objectives here (ttft_p99=300ms).
 VARIED = ("rate", "max_concurrency", "json_output", "experiment_id", "slo")
@@ -63,6 +66,34 @@ def runner_for(run_params: dict[str, Any]) -> Callable[[RunConfig], Any]:
 def echo_err(message: str) -> None:
     """Progress lines go to stderr so stdout holds the tables."""
     click.echo(message, err=True)
+
+
+
+def run_points(ctx: click.Context, state: ExperimentState, work: Callable[[], T], kept: Callable[[], str],
+               *, mark_failed: bool = True) -> T:
+    """Run an experiment's points and mark its state done; Ctrl-C keeps what finished (exit 1), a bad
+    point configuration exits 2 (`mark_failed`: record the state as failed first)."""
+    try:
+        result = work()
+    except KeyboardInterrupt:
+        state.status = "interrupted"
+        state.save()
+        echo_err(f"interrupted: {kept()} kept in experiment {state.experiment_id}")
+        ctx.exit(1)
+    except ConfigError as exc:
+        if mark_failed:
+            state.status = "failed"
+            state.save()
+        click.echo(f"Error: {exc}", err=True)
+        ctx.exit(2)
+    state.status = "done"
+    state.save()
+    return result
+
+
+def report_hint(experiment_id: str, results_dir: str | os.PathLike[str]) -> None:
+    """The `loadgen report` command for an experiment, on stderr."""
+    echo_err(f"report: loadgen report {experiment_id} --results-dir {results_dir}")
 
 
 LogFn = Callable[[str], None]
