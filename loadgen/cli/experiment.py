@@ -6,6 +6,7 @@ import dataclasses
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -101,35 +102,39 @@ def run(plan_file: str, results_dir: str | None, experiment_id: str | None) -> N
     _execute(plan, state)
 
 
+def _existing(fn: Callable[[str, str], None]) -> Callable[[str, str], None]:
+    """EXPERIMENT_ID and --results-dir: the arguments naming an experiment that exists."""
+    where = click.option(
+        "--results-dir", default="results", show_default=True, help="Where the experiment lives."
+    )
+    return click.argument("experiment_id")(where(fn))
+
+
 @experiment.command("resume")
-@click.argument("experiment_id")
-@click.option("--results-dir", default="results", show_default=True, help="Where the experiment lives.")
+@_existing
 def resume(experiment_id: str, results_dir: str) -> None:
     """Continue an interrupted experiment: runs already finished are not repeated."""
-    state = _state(experiment_id, results_dir)
-    plan = _plan(str(state.directory / "plan.yaml"), results_dir)
-    _execute(plan, state)
+    _execute(*_load(experiment_id, results_dir))
 
 
 @experiment.command("status")
-@click.argument("experiment_id")
-@click.option("--results-dir", default="results", show_default=True, help="Where the experiment lives.")
+@_existing
 def status(experiment_id: str, results_dir: str) -> None:
     """Show each run of an experiment and whether it finished."""
-    state = _state(experiment_id, results_dir)
-    plan = _plan(str(state.directory / "plan.yaml"), results_dir)
+    plan, state = _load(experiment_id, results_dir)
     click.echo(f"experiment {experiment_id} ({plan.name}): {state.status}")
     click.echo(_status_table(plan, state))
 
 
-def _state(experiment_id: str, results_dir: str) -> ExperimentState:
+def _load(experiment_id: str, results_dir: str) -> tuple[Plan, ExperimentState]:
+    """An existing experiment's plan (its plan.yaml, results under `results_dir`) and state."""
     try:
         state = load_state(results_dir, experiment_id)
     except ExperimentNotFound as exc:
         raise click.UsageError(str(exc)) from None
     if not (Path(state.directory) / "plan.yaml").is_file():
         raise click.UsageError(f"experiment {experiment_id!r} has no plan.yaml (a sweep or capacity search?)")
-    return state
+    return _plan(str(state.directory / "plan.yaml"), results_dir), state
 
 
 if __name__ == "__main__":  # pragma: no cover
