@@ -59,6 +59,40 @@ def slo_override(series_name: str = "SLO") -> Json:
     }
 
 
+def _panel(
+    kind: str,
+    title: str,
+    desc: str,
+    tgts: list[Json],
+    field_config: Json,
+    options: Json,
+    size: tuple[int, int],
+    transformations: list[Json] | None = None,
+) -> Json:
+    """The keys every query panel has, in Grafana's order (`transformations` only where given)."""
+    panel: Json = {
+        "type": kind,
+        "title": title,
+        "description": desc,
+        "datasource": DS,
+        "targets": tgts,
+        "fieldConfig": field_config,
+        "options": options,
+    }
+    if transformations is not None:
+        panel["transformations"] = transformations
+    panel["_size"] = size
+    return panel
+
+
+def _list_legend() -> Json:
+    """A plain list legend and a single-series tooltip (bar and XY charts)."""
+    return {
+        "legend": {"showLegend": True, "displayMode": "list", "placement": "bottom", "calcs": []},
+        "tooltip": {"mode": "single", "sort": "none"},
+    }
+
+
 def timeseries(
     title: str,
     tgts: list[Json],
@@ -82,24 +116,16 @@ def timeseries(
     )
     if slo_series:
         fc["overrides"].append(slo_override())
-    return {
-        "type": "timeseries",
-        "title": title,
-        "description": desc,
-        "datasource": DS,
-        "targets": tgts,
-        "fieldConfig": fc,
-        "options": {
-            "legend": {
-                "showLegend": True,
-                "displayMode": "table",
-                "placement": "bottom",
-                "calcs": ["lastNotNull", "max"],
-            },
-            "tooltip": {"mode": "multi", "sort": "desc"},
+    options = {
+        "legend": {
+            "showLegend": True,
+            "displayMode": "table",
+            "placement": "bottom",
+            "calcs": ["lastNotNull", "max"],
         },
-        "_size": (w, h),
+        "tooltip": {"mode": "multi", "sort": "desc"},
     }
+    return _panel("timeseries", title, desc, tgts, fc, options, (w, h))
 
 
 def stat(
@@ -113,55 +139,40 @@ def stat(
     thresholds: list[tuple[float | None, str]] | None = None,
 ) -> Json:
     """A single-number panel (last value)."""
-    return {
-        "type": "stat",
-        "title": title,
-        "description": desc,
-        "datasource": DS,
-        "targets": tgts,
-        "fieldConfig": _field_config(unit, thresholds=thresholds),
-        "options": {
-            "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
-            "colorMode": "value",
-            "graphMode": "area",
-            "textMode": "auto",
-            "justifyMode": "auto",
-            "orientation": "auto",
-        },
-        "_size": (w, h),
+    options = {
+        "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+        "colorMode": "value",
+        "graphMode": "area",
+        "textMode": "auto",
+        "justifyMode": "auto",
+        "orientation": "auto",
     }
+    return _panel("stat", title, desc, tgts, _field_config(unit, thresholds=thresholds), options, (w, h))
 
 
 def heatmap(title: str, expr: str, unit: str, *, desc: str = "", w: int = 12, h: int = 8) -> Json:
     """Histogram buckets over time (`expr` must keep the `le` label)."""
-    return {
-        "type": "heatmap",
-        "title": title,
-        "description": desc,
-        "datasource": DS,
-        "targets": [target(expr, "{{le}}", fmt="heatmap")],
-        "fieldConfig": {
-            "defaults": {"custom": {"hideFrom": {"legend": False, "tooltip": False, "viz": False}}},
-            "overrides": [],
-        },
-        "options": {
-            "calculate": False,
-            "cellGap": 1,
-            "color": {
-                "mode": "scheme",
-                "scheme": "Oranges",
-                "scale": "exponential",
-                "exponent": 0.5,
-                "steps": 64,
-            },
-            "yAxis": {"axisPlacement": "left", "unit": unit},
-            "rowsFrame": {"layout": "auto"},
-            "tooltip": {"mode": "single", "yHistogram": True, "showColorScale": False},
-            "legend": {"show": True},
-            "exemplars": {"color": "rgba(255,0,255,0.7)"},
-        },
-        "_size": (w, h),
+    fc: Json = {
+        "defaults": {"custom": {"hideFrom": {"legend": False, "tooltip": False, "viz": False}}},
+        "overrides": [],
     }
+    options: Json = {
+        "calculate": False,
+        "cellGap": 1,
+        "color": {
+            "mode": "scheme",
+            "scheme": "Oranges",
+            "scale": "exponential",
+            "exponent": 0.5,
+            "steps": 64,
+        },
+        "yAxis": {"axisPlacement": "left", "unit": unit},
+        "rowsFrame": {"layout": "auto"},
+        "tooltip": {"mode": "single", "yHistogram": True, "showColorScale": False},
+        "legend": {"show": True},
+        "exemplars": {"color": "rgba(255,0,255,0.7)"},
+    }
+    return _panel("heatmap", title, desc, [target(expr, "{{le}}", fmt="heatmap")], fc, options, (w, h))
 
 
 def table(
@@ -178,21 +189,12 @@ def table(
     """A table panel built from instant queries (`format: table`)."""
     fc = _field_config(unit, align="auto", cellOptions={"type": "auto"}, inspect=False)
     fc["overrides"] = overrides or []
-    return {
-        "type": "table",
-        "title": title,
-        "description": desc,
-        "datasource": DS,
-        "targets": tgts,
-        "fieldConfig": fc,
-        "options": {
-            "showHeader": True,
-            "cellHeight": "sm",
-            "footer": {"show": False, "reducer": ["sum"], "fields": ""},
-        },
-        "transformations": transformations or [],
-        "_size": (w, h),
+    options = {
+        "showHeader": True,
+        "cellHeight": "sm",
+        "footer": {"show": False, "reducer": ["sum"], "fields": ""},
     }
+    return _panel("table", title, desc, tgts, fc, options, (w, h), transformations or [])
 
 
 def barchart(
@@ -207,27 +209,18 @@ def barchart(
     transformations: list[Json] | None = None,
 ) -> Json:
     """Bars across runs: one bar per row of an instant `format: table` query."""
-    return {
-        "type": "barchart",
-        "title": title,
-        "description": desc,
-        "datasource": DS,
-        "targets": tgts,
-        "fieldConfig": _field_config(unit, fillOpacity=80, lineWidth=1, gradientMode="none"),
-        "options": {
-            "xField": x_field,
-            "orientation": "auto",
-            "showValue": "auto",
-            "barWidth": 0.8,
-            "groupWidth": 0.7,
-            "xTickLabelRotation": -30,
-            "xTickLabelMaxLength": 24,
-            "legend": {"showLegend": True, "displayMode": "list", "placement": "bottom", "calcs": []},
-            "tooltip": {"mode": "single", "sort": "none"},
-        },
-        "transformations": transformations or [],
-        "_size": (w, h),
+    fc = _field_config(unit, fillOpacity=80, lineWidth=1, gradientMode="none")
+    options = {
+        "xField": x_field,
+        "orientation": "auto",
+        "showValue": "auto",
+        "barWidth": 0.8,
+        "groupWidth": 0.7,
+        "xTickLabelRotation": -30,
+        "xTickLabelMaxLength": 24,
+        **_list_legend(),
     }
+    return _panel("barchart", title, desc, tgts, fc, options, (w, h), transformations or [])
 
 
 def xychart(
@@ -242,30 +235,21 @@ def xychart(
     transformations: list[Json] | None = None,
 ) -> Json:
     """Points, first numeric field on x, the next on y (auto mapping)."""
-    return {
-        "type": "xychart",
-        "title": title,
-        "description": desc,
-        "datasource": DS,
-        "targets": tgts,
-        "fieldConfig": {
-            "defaults": {
-                "unit": y_unit,
-                "custom": {"show": "points", "pointSize": {"fixed": 8}, "axisPlacement": "auto"},
-            },
-            "overrides": [{"matcher": {"id": "byType", "options": "number"}, "properties": []}],
+    fc: Json = {
+        "defaults": {
+            "unit": y_unit,
+            "custom": {"show": "points", "pointSize": {"fixed": 8}, "axisPlacement": "auto"},
         },
-        "options": {
-            "seriesMapping": "auto",
-            "mapping": "auto",
-            "dims": {"frame": 0},
-            "legend": {"showLegend": True, "displayMode": "list", "placement": "bottom", "calcs": []},
-            "tooltip": {"mode": "single", "sort": "none"},
-            "xUnit": x_unit,
-        },
-        "transformations": transformations or [],
-        "_size": (w, h),
+        "overrides": [{"matcher": {"id": "byType", "options": "number"}, "properties": []}],
     }
+    options = {
+        "seriesMapping": "auto",
+        "mapping": "auto",
+        "dims": {"frame": 0},
+        **_list_legend(),
+        "xUnit": x_unit,
+    }
+    return _panel("xychart", title, desc, tgts, fc, options, (w, h), transformations or [])
 
 
 def text(title: str, content: str, *, w: int = 24, h: int = 3) -> Json:
