@@ -28,6 +28,11 @@ def query_var(
     }
 
 
+def multi_var(name: str, label: str, query: str, *, sort: int = 1) -> Json:
+    """A query variable that allows several values and "All" (matched with `=~`)."""
+    return query_var(name, label, query, multi=True, include_all=True, sort=sort)
+
+
 def textbox_var(name: str, label: str, default: str) -> Json:
     """A free-text variable (SLO thresholds in seconds)."""
     return {

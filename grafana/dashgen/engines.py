@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .board import dashboard, query_var
+from .board import dashboard, multi_var
 from .common import info_table, organize, quantile_pairs, series
 from .panels import Json, row, targets, timeseries
 
@@ -28,13 +28,11 @@ def _quantiles(prefix: str, metric: str, title: str, desc: str = "") -> Json:
 
 def _variables(probe: str) -> list[Json]:
     return [
-        query_var("instance", "Instance", f"label_values({probe}, instance)", multi=True, include_all=True),
-        query_var(
+        multi_var("instance", "Instance", f"label_values({probe}, instance)"),
+        multi_var(
             "model_name",
             "Model",
             f'label_values({probe}{{instance=~"$instance"}}, model_name)',
-            multi=True,
-            include_all=True,
         ),
     ]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .board import dashboard, query_var
+from .board import dashboard, multi_var
 from .common import info_table, organize, series
 from .panels import Json, row, targets, timeseries
 
@@ -122,15 +122,11 @@ def _inventory_panels() -> list[Json]:
 def build() -> Json:
     """The GPU host dashboard."""
     variables = [
-        query_var(
-            "Hostname", "Host", "label_values(DCGM_FI_DEV_GPU_UTIL, Hostname)", multi=True, include_all=True
-        ),
-        query_var(
+        multi_var("Hostname", "Host", "label_values(DCGM_FI_DEV_GPU_UTIL, Hostname)"),
+        multi_var(
             "gpu",
             "GPU",
             'label_values(DCGM_FI_DEV_GPU_UTIL{Hostname=~"$Hostname"}, gpu)',
-            multi=True,
-            include_all=True,
             sort=3,
         ),
     ]

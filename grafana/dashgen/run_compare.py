@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .board import dashboard, query_var, run_boundary_annotations
+from .board import dashboard, multi_var, run_boundary_annotations
 from .common import series as one_query_series
 from .panels import Json, barchart, table, target, text, xychart
 
@@ -171,11 +171,9 @@ def build() -> Json:
         ),
     ]
     variables = [
-        query_var("target", "Target", "label_values(loadgen_run_info, target)", multi=True, include_all=True),
-        query_var(
-            "scenario", "Scenario", "label_values(loadgen_run_info, scenario)", multi=True, include_all=True
-        ),
-        query_var("model", "Model", "label_values(loadgen_run_info, model)", multi=True, include_all=True),
+        multi_var("target", "Target", "label_values(loadgen_run_info, target)"),
+        multi_var("scenario", "Scenario", "label_values(loadgen_run_info, scenario)"),
+        multi_var("model", "Model", "label_values(loadgen_run_info, model)"),
     ]
     return dashboard(
         "infergauge-run-comparison",

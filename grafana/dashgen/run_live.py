@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .board import dashboard, query_var, run_boundary_annotations, textbox_var
+from .board import dashboard, multi_var, query_var, run_boundary_annotations, textbox_var
 from .common import quantile_pairs, series
 from .panels import Json, heatmap, row, stat, target, targets, timeseries
 
@@ -249,19 +249,15 @@ def build() -> Json:
     ]
     variables = [
         query_var("run_id", "Run", "label_values(loadgen_run_info, run_id)", sort=2),
-        query_var(
+        multi_var(
             "engine_instance",
             "Engine",
             'label_values({__name__=~"vllm:num_requests_running|sglang:num_running_reqs"}, instance)',
-            multi=True,
-            include_all=True,
         ),
-        query_var(
+        multi_var(
             "Hostname",
             "GPU host",
             "label_values(DCGM_FI_DEV_GPU_UTIL, Hostname)",
-            multi=True,
-            include_all=True,
         ),
         textbox_var("ttft_slo", "TTFT SLO (s)", "0.5"),
         textbox_var("tpot_slo", "TPOT SLO (s)", "0.05"),
