@@ -135,26 +135,31 @@ class Engine:
         return True
 
     def _deliver(self, batch: Batch, out: StepOutcome, now_ns: int) -> None:
-        metrics = self.metrics
-        gaps: dict[int, int] = {}
         for seq in out.emitted:
-            if seq.generated == 1:
-                metrics.on_first_token(seq)
-            else:
-                gap = seq.last_token_ns - seq.prev_token_ns
-                gaps[gap] = gaps.get(gap, 0) + 1
             sink = seq.group.sink
             if sink is not None and not seq.group.aborted:
                 sink.on_tokens(seq, now_ns)
-        metrics.on_gaps(gaps)
-        metrics.on_step(batch.new_tokens)
+        record_step(self.metrics, batch, out.emitted)
         for group in out.finished_groups:
             if group.aborted:
                 continue
-            metrics.on_finished(group)
+            self.metrics.on_finished(group)
             self.in_flight -= 1
             if group.sink is not None:
                 group.sink.on_group_done(group, now_ns)
+
+
+def record_step(metrics: MetricsRecorder, batch: Batch, emitted: list[Sequence]) -> None:
+    """Feed one step to the metrics: first tokens (TTFT), inter-token gaps, the step's token count."""
+    gaps: dict[int, int] = {}
+    for seq in emitted:
+        if seq.generated == 1:
+            metrics.on_first_token(seq)
+        else:
+            gap = seq.last_token_ns - seq.prev_token_ns
+            gaps[gap] = gaps.get(gap, 0) + 1
+    metrics.on_gaps(gaps)
+    metrics.on_step(batch.new_tokens)
 
 
 async def _sleep_until(deadline_ns: int) -> None:

@@ -18,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import simengine.data
 from simengine.config import parse_args
+from simengine.engine import record_step
 from simengine.personalities import PERSONALITIES
 from simengine.personalities.vllm_metrics import build_1_2_5_buckets
 from simengine.request import RequestGroup, Sequence
@@ -56,15 +57,7 @@ def scrape(personality: str, *extra: str) -> str:
         while (batch := sched.schedule(now)) is not None:
             now += int(batch.duration_s * 1e9)
             out = sched.complete(batch, now)
-            gaps: dict[int, int] = {}
-            for seq in out.emitted:
-                if seq.generated == 1:
-                    metrics.on_first_token(seq)
-                else:
-                    gap = seq.last_token_ns - seq.prev_token_ns
-                    gaps[gap] = gaps.get(gap, 0) + 1
-            metrics.on_gaps(gaps)
-            metrics.on_step(batch.new_tokens)
+            record_step(metrics, batch, out.emitted)
             for group in out.finished_groups:
                 metrics.on_finished(group)
     aborted = _group(16, stream=True, now_ns=now)  # a client that goes away before its first token
