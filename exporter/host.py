@@ -11,13 +11,17 @@ from typing import Any
 import psutil
 
 
+def _read_or_empty(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return ""
+
+
 def cpu_model(cpuinfo: str | None = None) -> str:
     """The CPU's model name from /proc/cpuinfo (platform.processor() elsewhere)."""
     if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text()
-        except OSError:
-            cpuinfo = ""
+        cpuinfo = _read_or_empty("/proc/cpuinfo")
     for line in cpuinfo.splitlines():
         if line.lower().startswith("model name"):
             return line.split(":", 1)[1].strip()
@@ -27,10 +31,7 @@ def cpu_model(cpuinfo: str | None = None) -> str:
 def os_name(os_release: str | None = None) -> str:
     """PRETTY_NAME from /etc/os-release, else platform.platform()."""
     if os_release is None:
-        try:
-            os_release = Path("/etc/os-release").read_text()
-        except OSError:
-            os_release = ""
+        os_release = _read_or_empty("/etc/os-release")
     for line in os_release.splitlines():
         if line.startswith("PRETTY_NAME="):
             return line.split("=", 1)[1].strip().strip('"')
