@@ -7,6 +7,7 @@ import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -39,18 +40,24 @@ def test_run_start_posts_an_annotation_with_time_tags_and_text(fake_grafana: Fak
     assert fake_grafana.problems == []
 
 
-def test_run_end_turns_the_annotation_into_a_region(fake_grafana: FakeGrafana) -> None:
+def _end_request(grafana: FakeGrafana, annotation_id: int | None) -> tuple[str, str, dict[str, Any]]:
+    """annotate_run_end for run r1 over one minute; the one request it made."""
     annotate_run_end(
-        fake_grafana.url,
+        grafana.url,
         TOKEN,
-        7,
+        annotation_id,
         run_id="r1",
         tags=TAGS,
         text="loadgen run r1 ended",
         start_ms=1_795_000_000_000,
         end_ms=1_795_000_060_000,
     )
-    ((method, path, body),) = fake_grafana.requests
+    ((method, path, body),) = grafana.requests
+    return method, path, body
+
+
+def test_run_end_turns_the_annotation_into_a_region(fake_grafana: FakeGrafana) -> None:
+    method, path, body = _end_request(fake_grafana, 7)
     assert (method, path) == ("PATCH", "/api/annotations/7")
     assert (body["time"], body["timeEnd"]) == (1_795_000_000_000, 1_795_000_060_000)
     assert "run_id:20261129T193000Z-ab12" in body["tags"]
@@ -58,17 +65,7 @@ def test_run_end_turns_the_annotation_into_a_region(fake_grafana: FakeGrafana) -
 
 
 def test_run_end_without_a_start_posts_the_whole_region(fake_grafana: FakeGrafana) -> None:
-    annotate_run_end(
-        fake_grafana.url,
-        TOKEN,
-        None,
-        run_id="r1",
-        tags=TAGS,
-        text="loadgen run r1 ended",
-        start_ms=1_795_000_000_000,
-        end_ms=1_795_000_060_000,
-    )
-    ((method, path, body),) = fake_grafana.requests
+    method, path, body = _end_request(fake_grafana, None)
     assert (method, path) == ("POST", "/api/annotations")
     assert (body["time"], body["timeEnd"]) == (1_795_000_000_000, 1_795_000_060_000)
     assert fake_grafana.problems == []
