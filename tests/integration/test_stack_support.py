@@ -38,6 +38,20 @@ def metrics_body(path: Path) -> bytes:
     return text.encode()
 
 
+class QuietHandler(BaseHTTPRequestHandler):
+    """A loopback handler without an access log; `send_body` writes one whole response."""
+
+    def send_body(self, status: int, content_type: str, body: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_args: Any) -> None:
+        return
+
+
 class ReplayServer:
     """Serves captured /metrics snapshots in order, one per scrape, then keeps serving the last one."""
 
@@ -47,20 +61,12 @@ class ReplayServer:
         self._lock = threading.Lock()
         replay = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_GET(self) -> None:  # noqa: N802 (http.server's name)
                 if self.path.split("?")[0] != "/metrics":
                     self.send_error(404)
                     return
-                body = replay.next_body()
-                self.send_response(200)
-                self.send_header("Content-Type", EXPOSITION)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *_args: Any) -> None:
-                return
+                self.send_body(200, EXPOSITION, replay.next_body())
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.instance = f"127.0.0.1:{self.server.server_address[1]}"
@@ -164,7 +170,7 @@ class FakeGrafana:
         self.problems: list[str] = []
         grafana = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def _handle(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length)) if length else None
@@ -180,15 +186,7 @@ class FakeGrafana:
             do_GET = do_POST = do_PATCH = do_PUT = _handle  # noqa: N815 (http.server's names)
 
             def _reply(self, status: int, payload: Any) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *_args: Any) -> None:
-                return
+                self.send_body(status, "application/json", json.dumps(payload).encode())
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
