@@ -1,7 +1,8 @@
 """`make bench` (loadgen): the client's own speed and accuracy, measured against a fast server.
 
-The client (loadgen's real code path, `run_benchmark`) is pinned to CPU 0; a purpose-built raw-asyncio
-server in another process is pinned to CPU 1. The server spends little CPU per chunk (one global
+The client (loadgen's real code path, `run_benchmark`, on the event loop `loadgen run` uses: uvloop
+when installed) is pinned to CPU 0; a purpose-built raw-asyncio server in another process is pinned
+to CPU 1. The server spends little CPU per chunk (one global
 decode tick writes a precomputed chunk to every active stream) and stamps the real send time of each
 chunk (`perf_counter_ns()` right after `transport.write`, same CLOCK_MONOTONIC as the client).
 Figures printed (nothing here is hard-coded; every number is measured on this machine):
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
+from loadgen import evloop
 from loadgen.config import RunConfig
 from loadgen.runner import run_benchmark
 from loadgen.stats import percentile
@@ -200,6 +202,10 @@ async def _client_run(url: str, out_dir: str, **kw: Any) -> tuple[Any, float, li
     return result, cpu_s, lines
 
 
+async def _loop_name() -> str:
+    return evloop.loop_name()
+
+
 def _p(values: list[float], q: float) -> float:
     return percentile(sorted(values), q) if values else float("nan")
 
@@ -210,7 +216,7 @@ def rate_figures(out_dir: str, seconds: float) -> None:
     with ServerProcess(ttft_s=0.020, itl_s=0.005) as server:
         for rate in (100, 200, 400):
             n = int(rate * seconds)
-            result, cpu_s, lines = asyncio.run(
+            result, cpu_s, lines = evloop.run(
                 _client_run(
                     server.url,
                     out_dir,
@@ -240,7 +246,7 @@ def stream_figures(out_dir: str) -> None:
     print("streams  server_tok/s  client_tok/s  share%  server_vs_nominal%  itl_err_p50_ms  itl_err_p99_ms")
     with ServerProcess(ttft_s=0.002, itl_s=0.002) as server:
         for streams in (64, 256, 1024):
-            _, _, lines = asyncio.run(
+            _, _, lines = evloop.run(
                 _client_run(
                     server.url,
                     out_dir,
@@ -354,6 +360,8 @@ def main() -> None:
     os.sched_setaffinity(0, {CLIENT_CPU})
     seconds = float(os.environ.get("BENCH_SECONDS", "10"))
     print(f"client pinned to CPU {CLIENT_CPU}, server to CPU {SERVER_CPU}; {seconds:g} s per rate")
+    loop = evloop.run(_loop_name())
+    print(f"client event loop: {loop} (as `loadgen run`); server and baseline: asyncio")
     timer_floor()
     with tempfile.TemporaryDirectory() as out_dir:
         rate_figures(out_dir, seconds)

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 import aiohttp
 
 from loadgen import __version__
+from loadgen.evloop import loop_name
 from loadgen.targets.base import EngineMetadata
 
 SECRET_HINTS = ("key", "token", "secret", "password", "authorization", "credentials")
@@ -63,6 +64,7 @@ def client_info() -> dict[str, Any]:
         "python": platform.python_version(),
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
+        "event_loop": loop_name(),
     }
 
 

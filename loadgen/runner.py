@@ -17,6 +17,7 @@ from typing import Any
 import aiohttp
 
 import loadgen.annotations as grafana_notes
+from loadgen import evloop
 from loadgen.client import finalize
 from loadgen.config import ConfigError, RunConfig
 from loadgen.dispatch import Dispatcher, connector_limit
@@ -238,5 +239,5 @@ def _start_metrics(
 
 
 def run_benchmark_sync(config: RunConfig, *, progress: bool = True) -> RunResult:
-    """Blocking wrapper around `run_benchmark` (its own event loop)."""
-    return asyncio.run(run_benchmark(config, progress=progress))
+    """Blocking wrapper around `run_benchmark` (its own event loop: uvloop when installed)."""
+    return evloop.run(run_benchmark(config, progress=progress))

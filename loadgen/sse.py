@@ -5,13 +5,29 @@ A chunk is *token-bearing* when its `choices` list is not empty, as `vllm bench 
 engines stream one chunk per decode step, and a step's text can be empty (a detokenizer holding back
 partial UTF-8, a special token, SGLang's role-only first chat chunk), yet the step happened. The
 usage-only chunk (`choices: []`) and `[DONE]` are not token-bearing.
+
+Fast path (the usual stream: one-line `data: {...}` events, LF framing): token-bearing chunks are
+recognised by their bytes (a non-empty top-level `"choices": [` list; a quote inside a JSON string is
+escaped, so the pattern cannot match string content) and checked for object framing; only the first
+and last of them and every other event (usage, error) are JSON-decoded. Any other framing (CR line
+ends, comments, multi-line or partial events) takes the general path, which decodes every event.
 """
 
 from __future__ import annotations
 
 import json
+import re
+from bisect import bisect_left
 from dataclasses import dataclass, field
+from functools import partial
+from itertools import accumulate, compress, repeat
+from operator import contains, itemgetter
 from typing import Any
+
+_TOKEN_BEARING = re.compile(rb'"choices"\s*:\s*\[\s*[^\]\s]')  # a non-empty `choices` list
+_COMPACT_TOKEN = b'"choices":[{'
+_DONE = b"data: [DONE]"
+_FIELD = itemgetter(slice(0, 6))
 
 
 class ProtocolError(ValueError):
@@ -62,12 +78,13 @@ def event_data(event: bytes) -> bytes | None:
     return b"\n".join(parts) if parts else None
 
 
-def _absorb(parsed: ParsedStream, t: int, obj: Any) -> None:
+def _absorb(parsed: ParsedStream, t: int, obj: Any, count_token: bool = True) -> None:
     if type(obj) is not dict:
         raise ProtocolError(f"SSE data is not a JSON object: {str(obj)[:80]}")
     choices = obj.get("choices")
     if choices:
-        parsed.token_ns.append(t)
+        if count_token:
+            parsed.token_ns.append(t)
         for c in choices:
             if c.get("finish_reason"):
                 parsed.finish_reason = c["finish_reason"]
@@ -118,8 +135,66 @@ def _decode_all(payloads: list[bytes]) -> list[Any]:
         raise ProtocolError("SSE data events do not form JSON values") from None
 
 
+def _plus_terminator(n: int) -> int:
+    return n + 2
+
+
+def fast_events(reads: list[tuple[int, bytes]]) -> tuple[list[int], list[bytes]] | None:
+    """(completion times, events) when every event is one `data: ` line ended by a blank line (LF
+    framing, nothing after the last event); None otherwise (use `split_events`)."""
+    datas = [data for _, data in reads]
+    buf = b"".join(datas)
+    if not buf.startswith(b"data: ") or not buf.endswith(b"\n\n") or b"\r" in buf:
+        return None
+    events = buf.split(b"\n\n")
+    events.pop()  # the empty rest after the last blank line
+    n = len(events)
+    if buf.count(b"\n") != 2 * n or set(map(_FIELD, events)) != {b"data: "}:
+        return None  # multi-line events, empty events or other SSE fields
+    read_ends = list(accumulate(map(len, datas)))
+    event_ends = accumulate(map(_plus_terminator, map(len, events)))
+    read_times = [t for t, _ in reads]
+    return list(map(read_times.__getitem__, map(partial(bisect_left, read_ends), event_ends))), events
+
+
+def _parse_fast(parsed: ParsedStream, times: list[int], events: list[bytes]) -> None:
+    """Parse one-line data events (see module docstring: token chunks are recognised by bytes)."""
+    if _DONE in events:
+        end = events.index(_DONE)
+        if end != len(events) - 1:
+            raise ProtocolError("data after [DONE]")
+        parsed.done = True
+        del events[end], times[end]
+    marks = list(map(contains, events, repeat(_COMPACT_TOKEN)))  # the engines' compact JSON
+    for i, found in enumerate(marks):
+        if not found:
+            marks[i] = _TOKEN_BEARING.search(events[i]) is not None
+    tokens = list(compress(range(len(marks)), marks))
+    for i in tokens:
+        event = events[i]
+        if event[6:7] != b"{" or event[-1:] != b"}":
+            raise ProtocolError(f"invalid JSON in SSE data: {event[6:86]!r}")
+    decode = sorted({i for i, m in enumerate(marks) if not m} | set(tokens[:1] + tokens[-1:]))
+    payloads = [events[i][6:] for i in decode]
+    for i, obj in zip(decode, _decode_all(payloads) if payloads else [], strict=True):
+        if type(obj) is dict and bool(obj.get("choices")) != marks[i]:
+            raise ProtocolError(f"unexpected `choices` in SSE data: {events[i][6:86]!r}")
+        _absorb(parsed, times[i], obj, count_token=False)
+    parsed.token_ns = list(compress(times, marks))
+
+
 def parse_stream(reads: list[tuple[int, bytes]]) -> ParsedStream:
     """Parse stamped reads of an OpenAI-style completions/chat stream; raises ProtocolError."""
+    fast = fast_events(reads)
+    if fast is None:
+        return parse_general(reads)
+    parsed = ParsedStream()
+    _parse_fast(parsed, *fast)
+    return parsed
+
+
+def parse_general(reads: list[tuple[int, bytes]]) -> ParsedStream:
+    """`parse_stream` for any SSE framing: every data event is JSON-decoded."""
     parsed = ParsedStream()
     times, payloads = _data_items(reads, parsed)
     for t, obj in zip(times, _decode_all(payloads) if payloads else [], strict=True):

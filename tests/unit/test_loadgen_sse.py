@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.sse import ProtocolError, parse_stream, split_events
+from loadgen.sse import ProtocolError, fast_events, parse_general, parse_stream, split_events
 from tests.conftest import GOLDEN_SGLANG, GOLDEN_VLLM
 from tests.loadgen_servers import golden_body
 
@@ -97,3 +97,39 @@ def test_malformed_streams_raise(raw: bytes) -> None:
 def test_error_event_is_reported() -> None:
     parsed = parse_stream([(1, b'data: {"error": {"message": "boom", "code": 500}}\n\ndata: [DONE]\n\n')])
     assert parsed.error == "boom"
+
+
+@pytest.mark.parametrize("path", CAPTURES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_fast_path_agrees_with_decoding_every_event(path: Path) -> None:
+    reads = _reads(path)
+    assert fast_events(reads) is not None  # the real engines' streams take the fast path
+    assert parse_stream(reads) == parse_general(reads)
+
+
+def test_fast_path_recognises_spaced_json_and_ignores_escaped_markers() -> None:
+    reads = [
+        (1, b'data: {"choices": [ {"text": "a"}]}\n\n'),
+        (2, b'data: {"choices":[{"text":"say \\"choices\\":[{ x"}]}\n\n'),
+        (3, b'data: {"choices": [], "usage": {"completion_tokens": 2, "prompt_tokens": 5},'),
+        (4, b' "note": "\\"choices\\":[{"}\n\ndata: [DONE]\n\n'),
+    ]
+    assert fast_events(reads) is not None
+    parsed = parse_stream(reads)
+    assert parsed.token_ns == [1, 2]
+    assert (parsed.completion_tokens, parsed.prompt_tokens, parsed.done) == (2, 5, True)
+    assert parsed == parse_general(reads)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'data: {"choices":[{"text":"a"}]}\n\ndata: {"choices":[{"text":"b"\n\ndata: [DONE]\n\n',
+        b'data: {"choices":[{"text":"a"}]}\n\ndata: [DONE]\n\ndata: {"choices":[{"text":"b"}]}\n\n',
+        b'data: {"choices":[{"text":"a"}]}\n\ndata: {"choices":[],"usage":{}} x\n\n',
+    ],
+)
+def test_fast_path_rejects_malformed_streams(raw: bytes) -> None:
+    reads = [(1, raw)]
+    assert fast_events(reads) is not None
+    with pytest.raises(ProtocolError):
+        parse_stream(reads)
