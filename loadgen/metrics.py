@@ -7,10 +7,12 @@ linear interpolation stays within a few percent of the exact percentile.
 
 from __future__ import annotations
 
+import collections
 import math
 import threading
 from bisect import bisect_left
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 from wsgiref.simple_server import WSGIServer
 
@@ -59,6 +61,13 @@ class FastHistogram:
         """Count one value (seconds)."""
         self.counts[bisect_left(self.bounds, value)] += 1
         self.total += value
+
+    def observe_many(self, values: list[float]) -> None:
+        """Count many values at once (the ITLs of one request: one bucket lookup pass, C-level)."""
+        counts = self.counts
+        for index, n in collections.Counter(map(bisect_left, repeat(self.bounds), values)).items():
+            counts[index] += n
+        self.total = sum(values, self.total)  # same order of additions as one observe per value
 
     def describe(self) -> list[HistogramMetricFamily]:
         return [HistogramMetricFamily(self.name, self.doc, labels=self.label_names)]
@@ -146,8 +155,7 @@ class LiveMetrics:
         ):
             if value is not None:
                 hist.observe(value)
-        for gap in itls_s(record):
-            self.itl.observe(gap)
+        self.itl.observe_many(itls_s(record))
         self.prompt_tokens.inc(record.prompt_tokens if record.prompt_tokens is not None else record.input_len)
         self.output_tokens.inc(record.output_tokens)
         if slo_met:

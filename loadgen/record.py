@@ -6,6 +6,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -148,7 +149,7 @@ def request_line(r: RequestRecord, start_ns: int) -> dict[str, Any]:
         "sent_ns": r.sent_ns,
         "first_token_ns": r.first_ns,
         "last_token_ns": r.last_ns,
-        "itl_s": [round(v, 9) for v in itls_s(r)],
+        "itl_s": list(map(round, itls_s(r), repeat(9))),
     }
 
 

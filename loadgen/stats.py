@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from itertools import repeat
+from operator import sub, truediv
 from typing import Any
 
 from loadgen.client import OUTCOMES, RequestRecord
@@ -73,7 +75,7 @@ def tpot_s(r: RequestRecord) -> float | None:
 def itls_s(r: RequestRecord) -> list[float]:
     """Inter-token latencies (gaps between consecutive token-bearing chunks) in seconds."""
     t = r.token_ns
-    return [(t[i] - t[i - 1]) / NS for i in range(1, len(t))]
+    return list(map(truediv, map(sub, t[1:], t), repeat(NS)))
 
 
 def meets_slo(r: RequestRecord, slo: dict[str, float]) -> bool:

@@ -94,3 +94,21 @@ def test_every_emitted_metric_is_documented_and_exposition_is_cumulative() -> No
     assert get(bucket, {**LABELS, "le": str(LATENCY_BUCKETS[3])}) == 1
     assert get(bucket, {**LABELS, "le": "+Inf"}) == 2
     assert get("loadgen_time_to_first_token_seconds_count", LABELS) == 2
+
+
+def test_batched_observe_exposes_the_same_series_as_one_observe_per_value() -> None:
+    from prometheus_client import generate_latest
+
+    rng = random.Random(7)
+    gaps = [rng.lognormvariate(-5, 1) for _ in range(500)] + [ITL_BUCKETS[3], 99.0]
+    one, batched = _metrics(), _metrics()
+    for gap in gaps:
+        one.itl.observe(gap)
+    batched.itl.observe_many(gaps[:200])
+    batched.itl.observe_many(gaps[200:])
+
+    def itl_lines(m: LiveMetrics) -> list[bytes]:
+        return [x for x in generate_latest(m.registry).splitlines() if b"inter_token" in x]
+
+    assert len(itl_lines(one)) > 100
+    assert itl_lines(batched) == itl_lines(one)
