@@ -23,6 +23,16 @@ def _finish(fig: plt.Figure, path: Path) -> Path:
     return path
 
 
+def _style(ax: plt.Axes, title: str, xlabel: str, ylabel: str, *, legend_size: int | None) -> None:
+    """Title, axis labels, a light grid and (unless `legend_size` is None) the legend."""
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, alpha=0.3)
+    if legend_size is not None:
+        ax.legend(fontsize=legend_size)
+
+
 def throughput_vs_latency(series: list[Series], path: Path, objective: Objective | None) -> Path:
     """The seed's curve: P99 latency (x) vs output token throughput (y) per engine; up-left is better."""
     key = objective.summary_key if objective else "e2e_s"
@@ -37,11 +47,8 @@ def throughput_vs_latency(series: list[Series], path: Path, objective: Objective
                         xytext=(4, 4), fontsize=8)
     if objective is not None and objective.stat == "p99":
         ax.axvline(objective.limit_s, color="red", linestyle="--", label=f"SLA: {objective.label}")
-    ax.set_title(f"Throughput vs P99 {name} latency (labels: load; up and to the left is better)")
-    ax.set_xlabel(f"P99 {name} latency (s)")
-    ax.set_ylabel("output token throughput (tokens/s)")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    _style(ax, f"Throughput vs P99 {name} latency (labels: load; up and to the left is better)",
+           f"P99 {name} latency (s)", "output token throughput (tokens/s)", legend_size=8)
     return _finish(fig, path)
 
 
@@ -64,11 +71,7 @@ def latency_vs_load(series: list[Series], path: Path, objective: Objective | Non
         loads = [p.load for s in series for p in s.points() if p.load > 0]
         if loads and max(loads) / min(loads) >= 8:
             ax.set_xscale("log", base=2)
-        ax.set_title(f"{title} percentiles vs {kind}")
-        ax.set_xlabel(LOAD_AXIS.get(kind, kind))
-        ax.set_ylabel(f"{title} (s)")
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
+        _style(ax, f"{title} percentiles vs {kind}", LOAD_AXIS.get(kind, kind), f"{title} (s)", legend_size=7)
     return _finish(fig, path)
 
 
@@ -95,12 +98,8 @@ def distributions(series: list[Series], path: Path, objective: Objective | None)
         axes[0].axvline(objective.limit_s, color="red", linestyle="--", label=f"SLA: {objective.label}")
     for ax, title, unit in ((axes[0], "TTFT distribution", "TTFT (s)"),
                             (axes[1], "TPOT distribution", "TPOT (ms per token)")):
-        ax.set_title(f"{title} (highest load of each series)")
-        ax.set_xlabel(unit)
-        ax.set_ylabel("requests")
-        ax.grid(True, alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
+        legend_size = 7 if ax.get_legend_handles_labels()[0] else None
+        _style(ax, f"{title} (highest load of each series)", unit, "requests", legend_size=legend_size)
     return _finish(fig, path)
 
 
