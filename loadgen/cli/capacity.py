@@ -85,7 +85,7 @@ def capacity(ctx: click.Context, **params: Any) -> None:
                             purpose=f"capacity at {objective.label} over {own['kind']}")
     measure = make_measure(base, own["kind"], state, runner_for(run_params), "capacity", echo_err)
     result = run_points(ctx, state, lambda: search_capacity(measure, objective, settings),
-                        lambda: "finished steps", mark_failed=False)
+                        lambda: "finished steps")
     click.echo(f"experiment {experiment_id}: capacity search over {own['kind']}, {base.resolved_scenario}")
     click.echo(steps_table(result))
     click.echo(verdict(result, "concurrency" if integer else "rate"))

@@ -69,10 +69,11 @@ def echo_err(message: str) -> None:
 
 
 
-def run_points(ctx: click.Context, state: ExperimentState, work: Callable[[], T], kept: Callable[[], str],
-               *, mark_failed: bool = True) -> T:
+def run_points(
+    ctx: click.Context, state: ExperimentState, work: Callable[[], T], kept: Callable[[], str]
+) -> T:
     """Run an experiment's points and mark its state done; Ctrl-C keeps what finished (exit 1), a bad
-    point configuration exits 2 (`mark_failed`: record the state as failed first)."""
+    point configuration marks the state failed and exits 2."""
     try:
         result = work()
     except KeyboardInterrupt:
@@ -81,9 +82,8 @@ def run_points(ctx: click.Context, state: ExperimentState, work: Callable[[], T]
         echo_err(f"interrupted: {kept()} kept in experiment {state.experiment_id}")
         ctx.exit(1)
     except ConfigError as exc:
-        if mark_failed:
-            state.status = "failed"
-            state.save()
+        state.status = "failed"
+        state.save()
         click.echo(f"Error: {exc}", err=True)
         ctx.exit(2)
     state.status = "done"
