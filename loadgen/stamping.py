@@ -1,12 +1,15 @@
 """Arrival timestamps for streamed response bodies, taken where the bytes enter Python.
 
-The load session's connector builds `StampingHandler` connection protocols. When a response's
-headers have been parsed (inside the protocol's `data_received`, before any task runs), its body
-reader is switched to `StampingReader` (same slots, so `__class__` assignment is allowed): from then
-on each piece of body the HTTP parser hands over is recorded as `(perf_counter_ns(), bytes)` and not
-buffered, so the reading task is woken once at end of body instead of once per chunk, and a busy
-event loop delays no timestamp. Body bytes that came in the same read as the headers get that
-read's time. Only the load session uses this connector: `resp.read()` returns nothing there.
+The load session's connector builds `StampingHandler` connection protocols. Each read is split at
+the end of a response head before aiohttp parses it. For a chunked response (what SSE engines
+send), the handler then reads the chunk framing itself: each read's body bytes are recorded as
+`(perf_counter_ns(), bytes)` in one small Python step, and aiohttp's parser only gets the head and
+the last (zero-size) chunk, which ends the message as usual (keep-alive, errors and connection
+loss are aiohttp's). Anything the framing reader does not expect is handed, from a chunk boundary
+on, to aiohttp's parser. Other bodies go through aiohttp's parser into a `StampingReader` (same
+slots as StreamReader, so `__class__` assignment is allowed) that records each piece instead of
+buffering it. Either way the reading task is woken once at end of body, and a busy event loop
+delays no timestamp. Only the load session uses this connector: `resp.read()` returns nothing there.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from aiohttp.client_proto import ResponseHandler
 from aiohttp.streams import StreamReader
 
 _READS: dict[int, list[tuple[int, bytes]]] = {}  # id(reader) -> stamped body pieces
+MAX_CHUNK_HEAD = 4096  # a longer chunk-size line goes to aiohttp's parser (which rejects it)
 
 
 class StampingReader(StreamReader):
@@ -34,30 +38,128 @@ class StampingReader(StreamReader):
             self.total_bytes += len(data)
         return False
 
+    def begin_http_chunk_receiving(self) -> None:
+        return None
+
     def end_http_chunk_receiving(self) -> None:
         return None  # no chunk bookkeeping and no wake-up per HTTP chunk
 
 
+class ChunkedBody:
+    """Reads the chunked framing of one body and records each read's data (see module docstring)."""
+
+    __slots__ = ("pieces", "need", "head")
+
+    def __init__(self, pieces: list[tuple[int, bytes]]) -> None:
+        self.pieces = pieces
+        self.need = 0  # bytes left of the current chunk's data plus its CRLF
+        self.head = b""  # a chunk-size line split across reads
+
+    def feed(self, t: int, data: bytes) -> bytes | None:
+        """Record one read; at the last chunk (or unexpected framing) return the bytes, from a chunk
+        boundary on, that aiohttp's parser must get."""
+        if not self.need and not self.head:  # the usual read: exactly one whole chunk
+            cut = data.find(b"\r\n")
+            if 0 < cut < 17:
+                try:
+                    size = int(data[:cut], 16)
+                except ValueError:
+                    size = 0
+                end = cut + 2 + size
+                if size > 0 and len(data) == end + 2 and data[end:] == b"\r\n":
+                    self.pieces.append((t, data[cut + 2 : end]))
+                    return None
+        return self._feed(t, self.head + data if self.head else data)
+
+    def _feed(self, t: int, buf: bytes) -> bytes | None:
+        self.head = b""
+        pos, n, body = 0, len(buf), []
+        rest = None
+        while pos < n:
+            need = self.need
+            if need:
+                take = min(need, n - pos)
+                data_end = pos + min(take, need - 2) if need > 2 else pos
+                if data_end > pos:
+                    body.append(buf[pos:data_end])
+                self.need, pos = need - take, pos + take
+                continue
+            cut = buf.find(b"\r\n", pos, pos + MAX_CHUNK_HEAD)
+            if cut < 0:
+                if n - pos >= MAX_CHUNK_HEAD:
+                    rest = buf[pos:]
+                else:
+                    self.head = buf[pos:]
+                break
+            try:
+                size = int(buf[pos:cut].split(b";", 1)[0], 16)
+            except ValueError:
+                size = 0
+            if size <= 0:  # the last chunk (or framing we leave to aiohttp)
+                rest = buf[pos:]
+                break
+            self.need, pos = size + 2, cut + 2
+        if body:
+            self.pieces.append((t, b"".join(body)))
+        return rest
+
+
+def _chunked_head(head: bytes) -> bool:
+    """True for a response head with a body sent chunked (status not 1xx/204/304)."""
+    lines = head.lower().split(b"\r\n")
+    status = lines[0].split(b" ", 2)
+    if len(status) < 2 or status[1][:1] == b"1" or status[1] in (b"204", b"304"):
+        return False
+    fields = {k.strip(): v.strip() for k, _, v in (line.partition(b":") for line in lines[1:])}
+    return fields.get(b"transfer-encoding") == b"chunked" and b"content-length" not in fields
+
+
 class StampingHandler(ResponseHandler):
-    """Connection protocol that switches each new response body to a StampingReader."""
+    """Connection protocol that stamps and records the body of each response (module docstring)."""
+
+    _chunked: ChunkedBody | None = None
 
     def data_received(self, data: bytes) -> None:
         arrived = time.perf_counter_ns()
+        body = self._chunked
+        if body is not None:
+            rest = body.feed(arrived, data)
+            if rest is None:
+                return
+            self._chunked = None
+            data = rest
+        cut = data.find(b"\r\n\r\n")
+        if cut < 0:
+            super().data_received(data)
+            return
         before = getattr(self, "_payload", None)  # aiohttp internals: degrade to plain reads if they move
-        super().data_received(data)
+        head, data = data[: cut + 4], data[cut + 4 :]
+        super().data_received(head)
         payload = getattr(self, "_payload", None)
         if payload is not None and payload is not before and type(payload) is StreamReader:
-            key = id(payload)
-            _READS[key] = []
-            try:
-                payload.__class__ = StampingReader
-            except TypeError:  # aiohttp changed the reader's layout: keep plain reads
-                del _READS[key]
-                return
-            with contextlib.suppress(Exception):  # a failed body raises again in the reading task
-                early = payload.read_nowait()  # body bytes that came with the headers
-                if early:
-                    _READS[key].append((arrived, early))
+            self._stamp(payload, head, arrived)
+            body = self._chunked
+            if body is not None and data:
+                data = body.feed(arrived, data) or b""
+                if data:
+                    self._chunked = None
+        if data:
+            super().data_received(data)
+
+    def _stamp(self, payload: StreamReader, head: bytes, arrived: int) -> None:
+        key = id(payload)
+        pieces = _READS[key] = []
+        try:
+            payload.__class__ = StampingReader
+        except TypeError:  # aiohttp changed the reader's layout: keep plain reads
+            del _READS[key]
+            return
+        with contextlib.suppress(Exception):  # a failed body raises again in the reading task
+            early = payload.read_nowait()  # body bytes aiohttp already took (none: heads are split)
+            if early:
+                pieces.append((arrived, early))
+        if _chunked_head(head) and not getattr(self, "_skip_payload", True):
+            self._chunked = ChunkedBody(pieces)
 
 
 class StampingConnector(aiohttp.TCPConnector):
