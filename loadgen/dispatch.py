@@ -83,10 +83,11 @@ class Dispatcher:
 
     def __post_init__(self) -> None:
         self._slots = asyncio.Semaphore(self.max_concurrency) if self.max_concurrency else None
+        self._headers = request_headers(self.api_key, "")  # copied per request with its X-Request-Id
         self.waker = PreciseWaker(asyncio.get_running_loop())
 
     async def _one(self, record: RequestRecord, path: str, body: bytes) -> RequestRecord:
-        headers = request_headers(self.api_key, record.x_request_id)
+        headers = {**self._headers, "X-Request-Id": record.x_request_id}
         try:
             return await send_request(self.session, self.url_of(path), body, headers, record)
         finally:

@@ -116,7 +116,13 @@ async def run_benchmark(config: RunConfig, *, progress: bool = True) -> RunResul
         # one session carries the load; metadata, preflight and the exporter use a small plain one
         async with (
             aiohttp.ClientSession(headers=headers) as meta_session,
-            aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False) as session,
+            aiohttp.ClientSession(
+                connector=connector,
+                timeout=timeout,
+                auto_decompress=False,  # stamped bodies are parsed as sent: ask for no compression
+                skip_auto_headers=("Accept-Encoding",),
+                cookie_jar=aiohttp.DummyCookieJar(),
+            ) as session,
         ):
             await preflight(meta_session, target, base_url, config.api_key)
             sessions = (meta_session, session)

@@ -96,6 +96,10 @@ def test_json_summary_config_file_env_and_flags(tmp_path: Path) -> None:
     manifest_text = next((tmp_path / "r").glob("*/manifest.json")).read_text()
     assert json.loads(manifest_text)["config"]["seed"] == 3  # flag beats env
     assert engine.streams[0].headers["Authorization"] == "Bearer sk-never-stored"
+    sent = {k.lower(): v for k, v in engine.streams[0].headers.items()}
+    assert sent["x-request-id"].endswith("-000000")
+    assert "accept-encoding" not in sent  # stamped bodies must come uncompressed
+    assert json.loads(manifest_text)["client"]["event_loop"].startswith("uvloop ")  # the CLI's loop
     for path in (tmp_path / "r").rglob("*"):
         if path.is_file():
             assert "sk-never-stored" not in path.read_text()
