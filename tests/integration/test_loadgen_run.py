@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import gc
 import json
 import os
 import re
@@ -48,6 +49,8 @@ async def test_run_writes_a_complete_record(tmp_path: Path) -> None:
         )
     assert result.exit_code == 0
     assert not result.partial
+    assert gc.isenabled()  # the run paces collections itself and hands them back
+    assert gc.get_freeze_count() == 0
     s = result.summary
     assert s["requests"]["ok"] == 30
     assert s["requests"]["warmup"] == 2
