@@ -137,8 +137,13 @@ def finalize(record: RequestRecord) -> RequestRecord:
 
 
 def request_headers(api_key: str | None, x_request_id: str) -> dict[str, str]:
-    """Headers of one request: JSON body, X-Request-Id, and the bearer token when given."""
-    headers = {"Content-Type": "application/json", "X-Request-Id": x_request_id}
+    """Headers of one request: JSON body, uncompressed response (bodies are stamped and parsed as
+    they arrive), X-Request-Id, and the bearer token when given."""
+    headers = {
+        "Content-Type": "application/json",
+        "Accept-Encoding": "identity",
+        "X-Request-Id": x_request_id,
+    }
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
     return headers

@@ -119,8 +119,7 @@ async def run_benchmark(config: RunConfig, *, progress: bool = True) -> RunResul
             aiohttp.ClientSession(
                 connector=connector,
                 timeout=timeout,
-                auto_decompress=False,  # stamped bodies are parsed as sent: ask for no compression
-                skip_auto_headers=("Accept-Encoding",),
+                auto_decompress=False,  # stamped bodies are parsed as sent (requests ask for identity)
                 cookie_jar=aiohttp.DummyCookieJar(),
             ) as session,
         ):

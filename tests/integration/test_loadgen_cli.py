@@ -98,7 +98,7 @@ def test_json_summary_config_file_env_and_flags(tmp_path: Path) -> None:
     assert engine.streams[0].headers["Authorization"] == "Bearer sk-never-stored"
     sent = {k.lower(): v for k, v in engine.streams[0].headers.items()}
     assert sent["x-request-id"].endswith("-000000")
-    assert "accept-encoding" not in sent  # stamped bodies must come uncompressed
+    assert sent["accept-encoding"] == "identity"  # stamped bodies must come uncompressed
     assert json.loads(manifest_text)["client"]["event_loop"].startswith("uvloop ")  # the CLI's loop
     for path in (tmp_path / "r").rglob("*"):
         if path.is_file():
