@@ -184,11 +184,12 @@ async def execute(
 def paced_gc() -> bool:
     """Take garbage collection off the request path for the run; returns whether it was enabled.
 
-    Python's automatic collections stop the event loop for milliseconds (5 ms on average, 17 ms at
-    worst, several times a second at 400 req/s on the development VM), at moments set by allocation
-    counts; that shows up as schedule lag and late timestamps. A request leaves only a few objects in
-    reference cycles (refcounting frees the rest), so during a run the monitor collects once a minute
-    instead; what exists before the run is frozen out of those collections."""
+    Python's automatic collections stop the event loop at moments set by allocation counts, which
+    shows up as schedule lag and late timestamps (at 400 req/s on the development VM, turning them off
+    cut schedule-lag p99 from 5.0-9.6 to 2.5-3.8 ms and TTFT error p99 from 3.1-4.7 to 1.6-2.0 ms). A
+    request leaves only about four objects in reference cycles (refcounting frees the rest), so during
+    a run the monitor collects once a minute instead; what exists before the run is frozen out of
+    those collections."""
     enabled = gc.isenabled()
     gc.collect()
     gc.freeze()
