@@ -3,7 +3,7 @@
 A plan names engines (each `external` at a URL or `launch`ed from a command), workload profiles
 and phases (baseline / sensitivity / scenario) with concurrency or rate lists and repetitions.
 Everything is checked before anything runs; every problem is reported as `FILE:LINE: message`.
-See examples/*.yaml and docs/readme/60-experiments.md for the full key list.
+See examples/*.yaml and the README's "Experiment plans" section for the full key list.
 """
 
 from __future__ import annotations
