@@ -7,7 +7,8 @@ decode tick writes a precomputed chunk to every active stream) and stamps the re
 chunk (`perf_counter_ns()` right after `transport.write`, same CLOCK_MONOTONIC as the client).
 Figures printed (nothing here is hard-coded; every number is measured on this machine):
   1. achieved vs asked rate and schedule-lag p99 at 100/200/400 req/s (32 tokens, TTFT 20 ms, 5 ms/token),
-     client-measured TTFT minus the server's true first-token send time (p50, p99), client CPU ms/request;
+     client-measured TTFT minus the server's true first-token send time (p50, p99), client CPU ms/request,
+     for each `--http-client` (aiohttp, raw);
   2. ITL error against the server's true send times with 64 streams (256 tokens at 2 ms);
   3. share of the server's token rate the client ingests with 64/256/1024 streams (256 tokens at 2 ms).
 """
@@ -26,7 +27,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from loadgen import evloop
-from loadgen.config import RunConfig
+from loadgen.config import HTTP_CLIENTS, RunConfig
 from loadgen.runner import run_benchmark
 from loadgen.stats import percentile
 
@@ -212,9 +213,11 @@ def _p(values: list[float], q: float) -> float:
 
 def rate_figures(out_dir: str, seconds: float) -> None:
     """Figure 1: rate accuracy, schedule lag, TTFT error and CPU per request."""
-    print("rate  asked  achieved  err%   lag_p99_ms  ttft_err_p50_ms  ttft_err_p99_ms  cpu_ms/req  ok")
+    print(
+        "client   rate  asked  achieved  err%   lag_p99_ms  ttft_err_p50_ms  ttft_err_p99_ms  cpu_ms/req  ok"
+    )
     with ServerProcess(ttft_s=0.020, itl_s=0.005) as server:
-        for rate in (100, 200, 400):
+        for client, rate in [(c, r) for c in HTTP_CLIENTS for r in (100, 200, 400)]:
             n = int(rate * seconds)
             result, cpu_s, lines = evloop.run(
                 _client_run(
@@ -224,6 +227,7 @@ def rate_figures(out_dir: str, seconds: float) -> None:
                     arrival="constant",
                     num_prompts=n,
                     output_len="fixed:32",
+                    http_client=client,
                 )
             )
             truth = server.dump()
@@ -235,7 +239,7 @@ def rate_figures(out_dir: str, seconds: float) -> None:
             ]
             achieved = s["achieved_rate"] or 0.0
             print(
-                f"{rate:>4}  {rate:>5}  {achieved:8.2f}  {100 * (achieved / rate - 1):+5.2f}  "
+                f"{client:<7}  {rate:>4}  {rate:>5}  {achieved:8.2f}  {100 * (achieved / rate - 1):+5.2f}  "
                 f"{s['schedule_lag_s']['p99'] * 1e3:10.3f}  {_p(errs, 50):15.3f}  {_p(errs, 99):15.3f}  "
                 f"{cpu_s * 1e3 / n:10.3f}  {s['requests']['ok']}/{n}"
             )
@@ -243,9 +247,12 @@ def rate_figures(out_dir: str, seconds: float) -> None:
 
 def stream_figures(out_dir: str) -> None:
     """Figures 2 and 3: ITL error with 64 streams; share of the server's token rate ingested."""
-    print("streams  server_tok/s  client_tok/s  share%  server_vs_nominal%  itl_err_p50_ms  itl_err_p99_ms")
+    print(
+        "client   streams  server_tok/s  client_tok/s  share%  server_vs_nominal%  "
+        "itl_err_p50_ms  itl_err_p99_ms"
+    )
     with ServerProcess(ttft_s=0.002, itl_s=0.002) as server:
-        for streams in (64, 256, 1024):
+        for client, streams in [(c, n) for c in HTTP_CLIENTS for n in (64, 256, 1024)]:
             _, _, lines = evloop.run(
                 _client_run(
                     server.url,
@@ -254,6 +261,7 @@ def stream_figures(out_dir: str) -> None:
                     max_concurrency=streams,
                     output_len="fixed:256",
                     request_timeout_s=120.0,
+                    http_client=client,
                 )
             )
             truth = server.dump()
@@ -270,7 +278,8 @@ def stream_figures(out_dir: str) -> None:
                 itl_err += [abs(c * 1e3 - g) for c, g in zip(x["itl_s"], gaps, strict=False)]
             share, nominal = 100 * client_rate / server_rate, 100 * server_rate / (streams / 0.002)
             print(
-                f"{streams:>7}  {server_rate:12.0f}  {client_rate:12.0f}  {share:6.1f}  {nominal:18.1f}  "
+                f"{client:<7}  {streams:>7}  {server_rate:12.0f}  {client_rate:12.0f}  {share:6.1f}  "
+                f"{nominal:18.1f}  "
                 f"{_p(itl_err, 50):14.3f}  {_p(itl_err, 99):14.3f}"
             )
 

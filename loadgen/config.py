@@ -24,6 +24,7 @@ PROFILES: dict[str, tuple[int, int]] = {"short": (64, 64), "medium": (512, 256),
 SECRET_FIELDS = ("api_key", "grafana_token")
 SLO_KEYS = ("ttft", "tpot", "e2e")
 DEFAULT_NUM_PROMPTS = 1000
+HTTP_CLIENTS = ("aiohttp", "raw")
 
 
 class ConfigError(ValueError):
@@ -68,6 +69,7 @@ class RunConfig:
     grafana_url: str | None = None
     grafana_token: str | None = field(default=None, repr=False)
     extra_manifest: dict[str, Any] = field(default_factory=dict)
+    http_client: str = "aiohttp"
 
     def __post_init__(self) -> None:
         validate(self)
@@ -143,6 +145,7 @@ def validate(config: RunConfig) -> None:
     _choice("workload", config.workload, WORKLOADS)
     _choice("arrival", config.arrival, ARRIVALS)
     _choice("profile", config.profile, tuple(PROFILES))
+    _choice("http_client", config.http_client, HTTP_CLIENTS)
     for name in ("rate", "burstiness", "request_timeout_s", "duration_s"):
         _positive(name, getattr(config, name))
     for name in ("max_concurrency", "num_prompts", "shared_prefix_len", "shared_prefix_groups"):

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import aiohttp
 
 from loadgen.client import RequestRecord, request_headers, send_request
+from loadgen.rawhttp import RawClient
 
 COARSE_MARGIN_NS = 2_000_000  # asyncio timers wake up to 1 ms late (epoll); stop them 2 ms early
 
@@ -80,6 +81,7 @@ class Dispatcher:
     by_task: dict[asyncio.Task[RequestRecord], RequestRecord] = field(default_factory=dict)
     active: int = 0  # requests between send and completion (the in_flight set lags by a callback)
     peak_in_flight: int = 0
+    raw: RawClient | None = None  # `--http-client raw`: requests go through it instead of `session`
 
     def __post_init__(self) -> None:
         self._slots = asyncio.Semaphore(self.max_concurrency) if self.max_concurrency else None
@@ -87,8 +89,10 @@ class Dispatcher:
         self.waker = PreciseWaker(asyncio.get_running_loop())
 
     async def _one(self, record: RequestRecord, path: str, body: bytes) -> RequestRecord:
-        headers = {**self._headers, "X-Request-Id": record.x_request_id}
         try:
+            if self.raw is not None:
+                return await self.raw.send(record, path, body)
+            headers = {**self._headers, "X-Request-Id": record.x_request_id}
             return await send_request(self.session, self.url_of(path), body, headers, record)
         finally:
             self.active -= 1

@@ -23,6 +23,7 @@ from loadgen.config import ConfigError, RunConfig
 from loadgen.dispatch import Dispatcher, connector_limit
 from loadgen.manifest import public_url
 from loadgen.metrics import LiveMetrics, RunLabels
+from loadgen.rawhttp import RawClient
 from loadgen.record import ManifestFacts, build_manifest, build_summary, write_run
 from loadgen.run_loop import Run, execute, install_signals, linger
 from loadgen.schedule import build_schedule
@@ -125,7 +126,16 @@ async def run_benchmark(config: RunConfig, *, progress: bool = True) -> RunResul
         ):
             await preflight(meta_session, target, base_url, config.api_key)
             sessions = (meta_session, session)
-            return await _run(config, run_id, target, workload, schedule, sessions, base_url, progress)
+            raw = None
+            if config.http_client == "raw":
+                raw = RawClient(base_url, config.api_key, limit, config.request_timeout_s)
+            try:
+                return await _run(
+                    config, run_id, target, workload, schedule, sessions, base_url, progress, raw
+                )
+            finally:
+                if raw is not None:
+                    raw.close()
 
 
 async def _run(
@@ -137,6 +147,7 @@ async def _run(
     sessions: tuple[aiohttp.ClientSession, aiohttp.ClientSession],
     base_url: str,
     progress: bool,
+    raw: RawClient | None = None,
 ) -> RunResult:
     from loadgen.manifest import fetch_exporter_manifest
 
@@ -169,7 +180,7 @@ async def _run(
             text=text,
         )
         run.dispatcher = Dispatcher(
-            session, lambda p: f"{base_url}{p}", config.api_key, config.max_concurrency, run.on_done
+            session, lambda p: f"{base_url}{p}", config.api_key, config.max_concurrency, run.on_done, raw=raw
         )
         start_ns, wl_fingerprint = await _execute_or_salvage(run, target, workload, model, schedule)
         ended = datetime.now(UTC)

@@ -19,6 +19,7 @@ import click
 from loadgen.config import (
     ARRIVALS,
     ENDPOINTS,
+    HTTP_CLIENTS,
     PROFILES,
     TARGET_NAMES,
     WORKLOADS,
@@ -155,6 +156,11 @@ def _raise_fd_limit() -> None:
 @click.option("--grafana-url", help="Annotate the run in Grafana (or GRAFANA_URL; token from GRAFANA_TOKEN).")
 @click.option("--json", "json_output", is_flag=True, help="Print the summary as JSON instead of the table.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
+@click.option(
+    "--http-client",
+    type=click.Choice(HTTP_CLIENTS),
+    help="Load transport: aiohttp (default) or raw (minimal HTTP/1.1 on asyncio.Protocol).",
+)
 @click.pass_context
 def run(ctx: click.Context, **params: Any) -> None:
     """Run a benchmark: `loadgen --target sglang --rate 10` (extra `--sim-X V` go to the simulator)."""

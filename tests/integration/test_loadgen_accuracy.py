@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from loadgen.config import RunConfig
+from loadgen.config import HTTP_CLIENTS, RunConfig
 from loadgen.runner import run_benchmark
 from loadgen.sse import parse_stream
 from loadgen.stats import percentile
@@ -52,7 +52,10 @@ def sim_process(*flags: str) -> Iterator[str]:
         proc.wait(10)
 
 
-async def test_ttft_and_e2e_match_the_simulated_engines_ground_truth(tmp_path: Path) -> None:
+@pytest.mark.parametrize("http_client", HTTP_CLIENTS)
+async def test_ttft_and_e2e_match_the_simulated_engines_ground_truth(
+    tmp_path: Path, http_client: str
+) -> None:
     truth_file = tmp_path / "truth.jsonl"
     with sim_process("--ground-truth", str(truth_file), "--time-scale", "4") as url:
         config = RunConfig(
@@ -60,6 +63,7 @@ async def test_ttft_and_e2e_match_the_simulated_engines_ground_truth(tmp_path: P
             base_url=url,
             rate=20.0,
             num_prompts=40,
+            http_client=http_client,
             profile="short",
             metrics_port=0,
             linger_s=0,
@@ -94,7 +98,10 @@ async def test_ttft_and_e2e_match_the_simulated_engines_ground_truth(tmp_path: P
     ],
     ids=["vllm-completions", "sglang-continuous-usage", "vllm-chat", "sglang-chat", "vllm-n2"],
 )
-async def test_golden_replay_timing_and_counts(tmp_path: Path, folder: Path, capture: str) -> None:
+@pytest.mark.parametrize("http_client", HTTP_CLIENTS)
+async def test_golden_replay_timing_and_counts(
+    tmp_path: Path, folder: Path, capture: str, http_client: str
+) -> None:
     sse = folder / capture
     app = golden_replay_app(sse, {"object": "list", "data": [{"id": "tiny-llama"}]})
     body, reads = golden_body(sse)
@@ -114,6 +121,7 @@ async def test_golden_replay_timing_and_counts(tmp_path: Path, folder: Path, cap
         linger_s=0,
         results_dir=str(tmp_path),
         output_len="fixed:24",
+        http_client=http_client,
     )
     async with serve(app) as url:
         result = await run_benchmark(config.__class__(**{**config.__dict__, "base_url": url}), progress=False)

@@ -29,6 +29,7 @@ REPO = Path(__file__).resolve().parents[2]
         (["--target", "openai"], "target 'openai' needs --base-url"),
         (["--frobnicate"], "no such option '--frobnicate'"),
         (["--max-concurrency", "0"], "invalid max_concurrency 0"),
+        (["--http-client", "curl"], "'curl' is not one of 'aiohttp', 'raw'"),
     ],
 )
 def test_usage_errors_are_one_line_and_exit_2(args: list[str], message: str, tmp_path: Path) -> None:
@@ -61,7 +62,8 @@ def test_unreachable_target_is_one_line_with_a_hint(tmp_path: Path) -> None:
     )
 
 
-def test_json_summary_config_file_env_and_flags(tmp_path: Path) -> None:
+@pytest.mark.parametrize("http_client", ["aiohttp", "raw"])
+def test_json_summary_config_file_env_and_flags(tmp_path: Path, http_client: str) -> None:
     config_file = tmp_path / "run.yaml"
     config_file.write_text("num_prompts: 6\nrate: 50\nseed: 1\nscenario: from-yaml\noutput_len: fixed:4\n")
     engine = FakeEngine(ttft_s=0.002, itl_s=0.001)
@@ -85,6 +87,8 @@ def test_json_summary_config_file_env_and_flags(tmp_path: Path) -> None:
                 "0",
                 "--linger",
                 "0",
+                "--http-client",
+                http_client,
             ],
             env={"LOADGEN_SCENARIO": "from-env", "LOADGEN_SEED": "2", "OPENAI_API_KEY": "sk-never-stored"},
         )
@@ -95,6 +99,7 @@ def test_json_summary_config_file_env_and_flags(tmp_path: Path) -> None:
     assert "results: " in result.stderr
     manifest_text = next((tmp_path / "r").glob("*/manifest.json")).read_text()
     assert json.loads(manifest_text)["config"]["seed"] == 3  # flag beats env
+    assert json.loads(manifest_text)["config"]["http_client"] == http_client
     assert engine.streams[0].headers["Authorization"] == "Bearer sk-never-stored"
     sent = {k.lower(): v for k, v in engine.streams[0].headers.items()}
     assert sent["x-request-id"].endswith("-000000")
@@ -105,8 +110,12 @@ def test_json_summary_config_file_env_and_flags(tmp_path: Path) -> None:
             assert "sk-never-stored" not in path.read_text()
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_interrupt_cancels_in_flight_and_writes_a_partial_result(sig: signal.Signals, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("sig", "http_client"), [(signal.SIGINT, "aiohttp"), (signal.SIGTERM, "aiohttp"), (signal.SIGINT, "raw")]
+)
+def test_interrupt_cancels_in_flight_and_writes_a_partial_result(
+    sig: signal.Signals, http_client: str, tmp_path: Path
+) -> None:
     engine = FakeEngine(ttft_s=0.01, itl_s=0.05)  # 200 tokens: each request would take 10 s
     with ServerThread(engine.app) as server:
         cmd = [
@@ -129,6 +138,8 @@ def test_interrupt_cancels_in_flight_and_writes_a_partial_result(sig: signal.Sig
             "0",
             "--results-dir",
             str(tmp_path),
+            "--http-client",
+            http_client,
         ]
         proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 30

@@ -15,13 +15,14 @@ from typing import Any
 import aiohttp
 import pytest
 
-from loadgen.config import RunConfig
+from loadgen.config import HTTP_CLIENTS, RunConfig
 from loadgen.run_loop import MIN_FOR_BUDGET
 from loadgen.runner import TargetUnreachable, run_benchmark
 from loadgen.stats import percentile
 from tests.loadgen_servers import FakeEngine, free_port, serve
 
 pytestmark = pytest.mark.timeout(60)
+both_clients = pytest.mark.parametrize("http_client", HTTP_CLIENTS)
 
 
 def _config(base_url: str, tmp_path: Path, **kw: Any) -> RunConfig:
@@ -41,11 +42,21 @@ def _lines(result_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (result_dir / "requests.jsonl").read_text().splitlines()]
 
 
-async def test_run_writes_a_complete_record(tmp_path: Path) -> None:
+@both_clients
+async def test_run_writes_a_complete_record(tmp_path: Path, http_client: str) -> None:
     engine = FakeEngine(ttft_s=0.01, itl_s=0.002)
     async with serve(engine.app()) as url:
         result = await run_benchmark(
-            _config(url, tmp_path, rate=200.0, arrival="constant", num_prompts=30, warmup=2), progress=False
+            _config(
+                url,
+                tmp_path,
+                http_client=http_client,
+                rate=200.0,
+                arrival="constant",
+                num_prompts=30,
+                warmup=2,
+            ),
+            progress=False,
         )
     assert result.exit_code == 0
     assert not result.partial
@@ -81,11 +92,13 @@ async def test_run_writes_a_complete_record(tmp_path: Path) -> None:
     assert "ignore_eos" not in body  # generic OpenAI servers reject unknown fields
 
 
-async def test_ttft_and_itl_match_the_servers_true_send_times(tmp_path: Path) -> None:
+@both_clients
+async def test_ttft_and_itl_match_the_servers_true_send_times(tmp_path: Path, http_client: str) -> None:
     engine = FakeEngine(ttft_s=0.02, itl_s=0.004)
     async with serve(engine.app()) as url:
         result = await run_benchmark(
-            _config(url, tmp_path, rate=50.0, num_prompts=20, output_len="fixed:10"), progress=False
+            _config(url, tmp_path, http_client=http_client, rate=50.0, num_prompts=20, output_len="fixed:10"),
+            progress=False,
         )
     by_id = {st.x_request_id: st for st in engine.streams}
     first_err, itl_err = [], []
@@ -100,12 +113,19 @@ async def test_ttft_and_itl_match_the_servers_true_send_times(tmp_path: Path) ->
     assert percentile(sorted(itl_err), 50) < 2.0
 
 
-async def test_every_failure_is_a_counted_outcome(tmp_path: Path) -> None:
+@both_clients
+async def test_every_failure_is_a_counted_outcome(tmp_path: Path, http_client: str) -> None:
     plan = ["ok", "http_error", "stall", "disconnect", "malformed", "no_usage", "no_done"]
     engine = FakeEngine(ttft_s=0.005, itl_s=0.002, plan=plan)
     async with serve(engine.app()) as url:
         config = _config(
-            url, tmp_path, num_prompts=14, max_concurrency=7, request_timeout_s=1.0, max_error_rate=1.0
+            url,
+            tmp_path,
+            http_client=http_client,
+            num_prompts=14,
+            max_concurrency=7,
+            request_timeout_s=1.0,
+            max_error_rate=1.0,
         )
         result = await run_benchmark(config, progress=False)
     by = result.summary["requests"]["by_outcome"]
@@ -127,11 +147,13 @@ async def test_every_failure_is_a_counted_outcome(tmp_path: Path) -> None:
     assert lines[6]["error"] == "stream ended before data: [DONE]"
 
 
-async def test_error_budget_stops_a_hopeless_run(tmp_path: Path) -> None:
+@both_clients
+async def test_error_budget_stops_a_hopeless_run(tmp_path: Path, http_client: str) -> None:
     engine = FakeEngine(plan=["http_error"])
     async with serve(engine.app()) as url:
         result = await run_benchmark(
-            _config(url, tmp_path, num_prompts=500, max_concurrency=4), progress=False
+            _config(url, tmp_path, http_client=http_client, num_prompts=500, max_concurrency=4),
+            progress=False,
         )
     assert result.exit_code == 1
     assert result.partial
@@ -140,11 +162,12 @@ async def test_error_budget_stops_a_hopeless_run(tmp_path: Path) -> None:
     assert json.loads((result.result_dir / "summary.json").read_text())["partial"] is True
 
 
-async def test_max_concurrency_caps_requests_in_flight(tmp_path: Path) -> None:
+@both_clients
+async def test_max_concurrency_caps_requests_in_flight(tmp_path: Path, http_client: str) -> None:
     engine = FakeEngine(ttft_s=0.02, itl_s=0.002)
     async with serve(engine.app()) as url:
         result = await run_benchmark(
-            _config(url, tmp_path, num_prompts=24, max_concurrency=3), progress=False
+            _config(url, tmp_path, http_client=http_client, num_prompts=24, max_concurrency=3), progress=False
         )
     assert result.summary["peak_in_flight"] == 3
     lines = _lines(result.result_dir)
@@ -224,14 +247,24 @@ async def test_unreachable_target_fails_before_the_run(tmp_path: Path) -> None:
     assert not os.listdir(tmp_path)
 
 
-async def test_duration_bounds_open_and_closed_loop_runs(tmp_path: Path) -> None:
+@both_clients
+async def test_duration_bounds_open_and_closed_loop_runs(tmp_path: Path, http_client: str) -> None:
     engine = FakeEngine(ttft_s=0.005, itl_s=0.001)
     async with serve(engine.app()) as url:
         timed = await run_benchmark(
-            _config(url, tmp_path, rate=40.0, arrival="constant", duration_s=0.5), progress=False
+            _config(url, tmp_path, http_client=http_client, rate=40.0, arrival="constant", duration_s=0.5),
+            progress=False,
         )
         closed = await run_benchmark(
-            _config(url, tmp_path, max_concurrency=2, duration_s=0.5, output_len="fixed:4"), progress=False
+            _config(
+                url,
+                tmp_path,
+                http_client=http_client,
+                max_concurrency=2,
+                duration_s=0.5,
+                output_len="fixed:4",
+            ),
+            progress=False,
         )
     assert timed.summary["requests"]["total"] == 20  # 0.5 s at 40 req/s, first send at 0
     assert not timed.partial
@@ -241,11 +274,14 @@ async def test_duration_bounds_open_and_closed_loop_runs(tmp_path: Path) -> None
     assert closed.summary["peak_in_flight"] == 2
 
 
-async def test_target_crash_mid_run_leaves_a_partial_record(tmp_path: Path) -> None:
+@both_clients
+async def test_target_crash_mid_run_leaves_a_partial_record(tmp_path: Path, http_client: str) -> None:
     engine = FakeEngine(ttft_s=0.005, itl_s=0.005)
     config_kw: dict[str, Any] = {"rate": 100.0, "arrival": "constant", "num_prompts": 300}
     async with serve(engine.app()) as url:
-        task = asyncio.create_task(run_benchmark(_config(url, tmp_path, **config_kw), progress=False))
+        task = asyncio.create_task(
+            run_benchmark(_config(url, tmp_path, http_client=http_client, **config_kw), progress=False)
+        )
         for _ in range(400):  # until some requests have been served
             if len(engine.streams) >= 10:
                 break

@@ -1,0 +1,297 @@
+"""A minimal HTTP/1.1 streaming client on a raw `asyncio.Protocol` (`--http-client raw`).
+
+Same job as `client.send_request` with less per-request and per-read work: request bytes are built
+once, `data_received` stamps each read (`perf_counter_ns()` first) and only reads the framing
+(status line and headers once; chunked via `stamping.ChunkedBody`, Content-Length, or until close),
+and the reading task is woken once, at the end of the body. Keep-alive connections are pooled, one
+per request in flight, up to the connector limit. Outcomes are the aiohttp client's: `timeout`,
+`disconnect` (refused, reset, closed mid-body), `http_error` with the status, `protocol_error` (a
+response that is not HTTP/1.1 framing); cancellation closes the connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import cast
+from urllib.parse import urlsplit
+
+from loadgen.client import RequestRecord
+from loadgen.stamping import ChunkedBody
+
+MAX_HEAD = 65536
+
+
+class RawProtocolError(Exception):
+    """The server's bytes are not an HTTP/1.1 response we can frame."""
+
+
+class _Conn(asyncio.Protocol):
+    """One keep-alive connection; an exchange fills `reads` and resolves `waiter` at end of body."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.waiter: asyncio.Future[None] | None = None
+        self.reads: list[tuple[int, bytes]] = []
+        self.buf = b""  # response head so far, or the tail of a chunked body after its last chunk
+        self.status = 0
+        self.mode = ""  # "" head pending, "chunked", "length", "close", "tail" (after last chunk)
+        self.left = 0  # Content-Length bytes still due
+        self.chunked: ChunkedBody | None = None
+        self.reusable = True
+        self.got_bytes = False
+        self.end_ns = 0
+        self.record: RequestRecord | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not an asyncio.Transport subclass
+
+    def start(
+        self, waiter: asyncio.Future[None], reads: list[tuple[int, bytes]], record: RequestRecord
+    ) -> None:
+        self.waiter, self.reads, self.buf, self.mode, self.status = waiter, reads, b"", "", 0
+        self.record = record
+        self.chunked, self.got_bytes, self.end_ns = None, False, 0
+
+    def data_received(self, data: bytes) -> None:
+        t = time.perf_counter_ns()
+        self.got_bytes = True
+        mode = self.mode
+        if mode == "chunked":
+            assert self.chunked is not None
+            rest = self.chunked.feed(t, data)
+            if rest is not None:
+                self._tail(t, rest)
+        elif mode == "length":
+            self._length(t, data)
+        elif mode == "close":
+            self.reads.append((t, data))
+        elif mode == "tail":
+            self._tail(t, data)
+        elif self.waiter is None:
+            self.reusable = False  # bytes nobody asked for
+        else:
+            self._head(t, data)
+
+    def _head(self, t: int, data: bytes) -> None:
+        buf = self.buf + data
+        cut = buf.find(b"\r\n\r\n")
+        if cut < 0:
+            self.buf = buf
+            if len(buf) > MAX_HEAD:
+                self._fail(RawProtocolError("response head too long"))
+            return
+        head, body = buf[:cut].decode("latin-1").split("\r\n"), buf[cut + 4 :]
+        self.buf = b""
+        status = head[0].split(" ", 2)
+        if len(status) < 2 or not status[0].startswith("HTTP/1.") or not status[1].isdigit():
+            self._fail(RawProtocolError(f"invalid status line {head[0][:80]!r}"))
+            return
+        self.status = int(status[1])
+        if self.record is not None:
+            self.record.http_status = self.status
+        fields = {k.strip().lower(): v.strip().lower() for k, _, v in (h.partition(":") for h in head[1:])}
+        if fields.get("connection") == "close" or status[0] == "HTTP/1.0":
+            self.reusable = False
+        self._framing(t, fields, body)
+
+    def _framing(self, t: int, fields: dict[str, str], body: bytes) -> None:
+        """Pick the body framing from the head's fields and feed the body bytes of this read."""
+        if self.status in (204, 304) or 100 <= self.status < 200:
+            self._done(t)
+        elif fields.get("transfer-encoding") == "chunked":
+            self.mode, self.chunked = "chunked", ChunkedBody(self.reads)
+            if body:
+                rest = self.chunked.feed(t, body)
+                if rest is not None:
+                    self._tail(t, rest)
+        elif "content-length" in fields:
+            try:
+                self.left = int(fields["content-length"])
+            except ValueError:
+                self._fail(RawProtocolError(f"invalid Content-Length {fields['content-length']!r}"))
+                return
+            self.mode = "length"
+            if body or not self.left:
+                self._length(t, body)
+        else:
+            self.mode, self.reusable = "close", False
+            if body:
+                self.reads.append((t, body))
+
+    def _length(self, t: int, data: bytes) -> None:
+        if len(data) > self.left:
+            data, self.reusable = data[: self.left], False
+        if data:
+            self.reads.append((t, data))
+            self.left -= len(data)
+        if not self.left:
+            self._done(t)
+
+    def _tail(self, t: int, data: bytes) -> None:
+        """Bytes from the last chunk's size line on: `0[;ext]\\r\\n`, trailers, `\\r\\n`."""
+        self.mode, buf = "tail", self.buf + data
+        cut = buf.find(b"\r\n")
+        if cut < 0:
+            self.buf = buf
+            return
+        try:
+            size = int(buf[:cut].split(b";", 1)[0], 16)
+        except ValueError:
+            size = -1
+        if size != 0 or not buf[:1].isalnum():
+            self._fail(RawProtocolError(f"invalid chunk size line {buf[:cut][:40]!r}"))
+            return
+        end = buf.find(b"\r\n\r\n", cut) if buf[cut + 2 : cut + 4] != b"\r\n" else cut
+        if end < 0:
+            self.buf = buf
+            return
+        if len(buf) > end + 4:
+            self.reusable = False
+        self.buf = b""
+        self._done(t)
+
+    def _done(self, t: int) -> None:
+        self.mode, self.end_ns = "", t
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+    def _fail(self, exc: Exception) -> None:
+        self.reusable = False
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_exception(exc)
+        if self.transport is not None:
+            self.transport.abort()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.reusable = False
+        if self.mode == "close":
+            self._done(time.perf_counter_ns())
+            return
+        if self.waiter is not None and not self.waiter.done():
+            where = "before the response head" if not self.mode else "mid-body"
+            err = ConnectionResetError(f"server closed the connection {where}")
+            if exc is not None:
+                err = ConnectionResetError(f"{type(exc).__name__}: {exc} ({where})")
+            self.waiter.set_exception(err)
+
+    def eof_received(self) -> bool | None:
+        return None  # close our side too: connection_lost follows
+
+
+class RawClient:
+    """Keep-alive pool and request sender for one base URL (see module docstring)."""
+
+    def __init__(self, base_url: str, api_key: str | None, limit: int, timeout_s: float) -> None:
+        url = urlsplit(base_url)
+        self.host = url.hostname or "127.0.0.1"
+        self.tls = url.scheme == "https"
+        self.port = url.port or (443 if self.tls else 80)
+        self.prefix = url.path.rstrip("/")
+        self.timeout_s = timeout_s
+        host = url.netloc.rsplit("@", 1)[-1]
+        auth = f"Authorization: Bearer {api_key}\r\n" if api_key else ""
+        self._fixed = (
+            f"Host: {host}\r\nContent-Type: application/json\r\nAccept-Encoding: identity\r\n{auth}"
+        ).encode()
+        self._lines: dict[str, bytes] = {}
+        self._idle: list[_Conn] = []
+        self._open: set[_Conn] = set()
+        self._slots = asyncio.Semaphore(limit) if limit else None
+
+    def request_bytes(self, path: str, body: bytes, x_request_id: str) -> bytes:
+        """The whole request: prebuilt request line and fixed headers, then length, id and body."""
+        line = self._lines.get(path)
+        if line is None:
+            line = self._lines[path] = f"POST {self.prefix}{path} HTTP/1.1\r\n".encode() + self._fixed
+        tail = b"Content-Length: %d\r\nX-Request-Id: %s\r\n\r\n" % (len(body), x_request_id.encode())
+        return line + tail + body
+
+    async def _connect(self) -> tuple[_Conn, bool]:
+        while self._idle:
+            conn = self._idle.pop()
+            if conn.transport is not None and not conn.transport.is_closing() and conn.reusable:
+                return conn, True
+            self._open.discard(conn)
+        loop = asyncio.get_running_loop()
+        _, conn = await loop.create_connection(_Conn, self.host, self.port, ssl=True if self.tls else None)
+        self._open.add(conn)
+        return conn, False
+
+    async def _exchange(self, data: bytes, reads: list[tuple[int, bytes]], record: RequestRecord) -> _Conn:
+        """Send `data` and wait for the end of the response; retried once on a fresh connection
+        when a reused keep-alive connection turns out closed before any byte came back."""
+        for _attempt in range(2):
+            conn, reused = await self._connect()
+            waiter = asyncio.get_running_loop().create_future()
+            conn.start(waiter, reads, record)
+            assert conn.transport is not None
+            try:
+                conn.transport.write(data)
+                await waiter
+            except ConnectionResetError:
+                self._drop(conn)
+                if reused and not conn.got_bytes:
+                    continue
+                raise
+            except BaseException:
+                self._drop(conn)
+                raise
+            return conn
+        raise AssertionError("unreachable")
+
+    def _drop(self, conn: _Conn) -> None:
+        conn.waiter, conn.record = None, None
+        self._open.discard(conn)
+        if conn.transport is not None:
+            conn.transport.abort()
+
+    def _release(self, conn: _Conn) -> None:
+        conn.waiter, conn.record = None, None
+        if conn.reusable and conn.transport is not None and not conn.transport.is_closing():
+            self._idle.append(conn)
+        else:
+            self._drop(conn)
+
+    async def send(self, record: RequestRecord, path: str, body: bytes) -> RequestRecord:
+        """POST `body` and record the stamped response; `client.finalize(record)` parses it later."""
+        data = self.request_bytes(path, body, record.x_request_id)
+        reads: list[tuple[int, bytes]] = []
+        slots = self._slots
+        record.sent_ns = time.perf_counter_ns()
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                if slots is not None:
+                    await slots.acquire()
+                try:
+                    conn = await self._exchange(data, reads, record)
+                finally:
+                    if slots is not None:
+                        slots.release()
+            self._release(conn)
+            if conn.status != 200:
+                text = b"".join(d for _, d in reads).decode(errors="replace")
+                record.outcome, record.error = "http_error", f"HTTP {conn.status}: {text.strip()[:300]}"
+                return record
+            record.done_ns, record.raw = conn.end_ns, reads
+        except asyncio.CancelledError:
+            _partial(record, reads, "cancelled", "cancelled before completion")
+            raise
+        except TimeoutError:
+            _partial(record, reads, "timeout", "no complete response within --request-timeout")
+        except RawProtocolError as exc:
+            _partial(record, reads, "protocol_error", str(exc))
+        except OSError as exc:  # refused, reset, closed mid-body
+            _partial(record, reads, "disconnect", f"{type(exc).__name__}: {str(exc)[:200]}")
+        return record
+
+    def close(self) -> None:
+        """Close every connection."""
+        for conn in list(self._open):
+            self._drop(conn)
+        self._idle.clear()
+
+
+def _partial(record: RequestRecord, reads: list[tuple[int, bytes]], outcome: str, error: str) -> None:
+    record.done_ns = time.perf_counter_ns()
+    record.raw, record.fallback = reads, (outcome, error)
