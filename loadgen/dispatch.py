@@ -70,7 +70,7 @@ class PreciseWaker:
 class Dispatcher:
     """Sends prepared requests on schedule and tracks the ones in flight."""
 
-    session: aiohttp.ClientSession
+    session: aiohttp.ClientSession | None  # None with `raw`
     url_of: Callable[[str], str]
     api_key: str | None
     max_concurrency: int | None
@@ -92,6 +92,7 @@ class Dispatcher:
         try:
             if self.raw is not None:
                 return await self.raw.send(record, path, body)
+            assert self.session is not None
             headers = {**self._headers, "X-Request-Id": record.x_request_id}
             return await send_request(self.session, self.url_of(path), body, headers, record)
         finally:

@@ -12,9 +12,10 @@ response that is not HTTP/1.1 framing); cancellation closes the connection.
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 from typing import cast
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from loadgen.client import RequestRecord
 from loadgen.stamping import ChunkedBody
@@ -175,9 +176,6 @@ class _Conn(asyncio.Protocol):
                 err = ConnectionResetError(f"{type(exc).__name__}: {exc} ({where})")
             self.waiter.set_exception(err)
 
-    def eof_received(self) -> bool | None:
-        return None  # close our side too: connection_lost follows
-
 
 class RawClient:
     """Keep-alive pool and request sender for one base URL (see module docstring)."""
@@ -191,6 +189,9 @@ class RawClient:
         self.timeout_s = timeout_s
         host = url.netloc.rsplit("@", 1)[-1]
         auth = f"Authorization: Bearer {api_key}\r\n" if api_key else ""
+        if not api_key and url.username is not None:  # as aiohttp: credentials in the URL
+            basic = base64.b64encode(f"{unquote(url.username)}:{unquote(url.password or '')}".encode())
+            auth = f"Authorization: Basic {basic.decode()}\r\n"
         self._fixed = (
             f"Host: {host}\r\nContent-Type: application/json\r\nAccept-Encoding: identity\r\n{auth}"
         ).encode()
@@ -238,7 +239,7 @@ class RawClient:
                 self._drop(conn)
                 raise
             return conn
-        raise AssertionError("unreachable")
+        raise ConnectionResetError("server closed the connection twice before the response head")
 
     def _drop(self, conn: _Conn) -> None:
         conn.waiter, conn.record = None, None

@@ -111,31 +111,44 @@ async def run_benchmark(config: RunConfig, *, progress: bool = True) -> RunResul
     with embedded_engine(config) as started_url:
         base_url = (started_url or target.default_base_url or "").rstrip("/")
         limit = connector_limit(config.max_concurrency, config.total_requests, config.rate)
-        connector = StampingConnector(limit=limit, limit_per_host=0, ttl_dns_cache=300)
-        timeout = aiohttp.ClientTimeout(total=config.request_timeout_s)
         headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
-        # one session carries the load; metadata, preflight and the exporter use a small plain one
+        # the load goes through the raw client or its own aiohttp session; metadata, preflight and
+        # the exporter use a small plain aiohttp session
         async with (
             aiohttp.ClientSession(headers=headers) as meta_session,
-            aiohttp.ClientSession(
-                connector=connector,
-                timeout=timeout,
-                auto_decompress=False,  # stamped bodies are parsed as sent (requests ask for identity)
-                cookie_jar=aiohttp.DummyCookieJar(),
-            ) as session,
+            _load_session(config, limit) as session,
         ):
             await preflight(meta_session, target, base_url, config.api_key)
-            sessions = (meta_session, session)
             raw = None
-            if config.http_client == "raw":
+            if session is None:
                 raw = RawClient(base_url, config.api_key, limit, config.request_timeout_s)
             try:
                 return await _run(
-                    config, run_id, target, workload, schedule, sessions, base_url, progress, raw
+                    config,
+                    run_id,
+                    target,
+                    workload,
+                    schedule,
+                    (meta_session, session),
+                    base_url,
+                    progress,
+                    raw,
                 )
             finally:
                 if raw is not None:
                     raw.close()
+
+
+def _load_session(config: RunConfig, limit: int) -> contextlib.AbstractAsyncContextManager[Any]:
+    """The aiohttp session that carries the load for `--http-client aiohttp` (None for raw)."""
+    if config.http_client != "aiohttp":
+        return contextlib.nullcontext(None)
+    return aiohttp.ClientSession(
+        connector=StampingConnector(limit=limit, limit_per_host=0, ttl_dns_cache=300),
+        timeout=aiohttp.ClientTimeout(total=config.request_timeout_s),
+        auto_decompress=False,  # stamped bodies are parsed as sent (requests ask for identity)
+        cookie_jar=aiohttp.DummyCookieJar(),
+    )
 
 
 async def _run(
@@ -144,7 +157,7 @@ async def _run(
     target: Target,
     workload: Any,
     schedule: list[int],
-    sessions: tuple[aiohttp.ClientSession, aiohttp.ClientSession],
+    sessions: tuple[aiohttp.ClientSession, aiohttp.ClientSession | None],
     base_url: str,
     progress: bool,
     raw: RawClient | None = None,

@@ -140,6 +140,16 @@ async def test_chunked_stream_with_split_head_and_trailers_reuses_the_connection
     assert "Authorization: Bearer sk-x" in head
 
 
+def test_request_bytes_are_built_once_with_credentials_from_the_url() -> None:
+    client = RawClient("http://user:p%40ss@127.0.0.1:8000/prefix/", None, 0, 1.0)
+    data = client.request_bytes("/v1/completions", b"{}", "r-1")
+    assert data == (
+        b"POST /prefix/v1/completions HTTP/1.1\r\nHost: 127.0.0.1:8000\r\nContent-Type: application/json\r\n"
+        b"Accept-Encoding: identity\r\nAuthorization: Basic dXNlcjpwQHNz\r\n"
+        b"Content-Length: 2\r\nX-Request-Id: r-1\r\n\r\n{}"
+    )
+
+
 async def test_content_length_and_until_close_bodies() -> None:
     sse = b"".join(_sse(2))
     server = Scripted(
