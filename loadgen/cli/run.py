@@ -159,7 +159,7 @@ def _raise_fd_limit() -> None:
 @click.option(
     "--http-client",
     type=click.Choice(HTTP_CLIENTS),
-    help="Load transport: aiohttp (default) or raw (minimal HTTP/1.1 on asyncio.Protocol).",
+    help="Load transport: raw (default: minimal HTTP/1.1 on asyncio.Protocol) or aiohttp.",
 )
 @click.pass_context
 def run(ctx: click.Context, **params: Any) -> None:
