@@ -1,12 +1,11 @@
 """A minimal HTTP/1.1 streaming client on a raw `asyncio.Protocol` (`--http-client raw`).
 
-Same job as `client.send_request` with less per-request and per-read work: request bytes are built
-once, `data_received` stamps each read (`perf_counter_ns()` first) and only reads the framing
-(status line and headers once; chunked via `stamping.ChunkedBody`, Content-Length, or until close),
-and the reading task is woken once, at the end of the body. Keep-alive connections are pooled, one
-per request in flight, up to the connector limit. Outcomes are the aiohttp client's: `timeout`,
-`disconnect` (refused, reset, closed mid-body), `http_error` with the status, `protocol_error` (a
-response that is not HTTP/1.1 framing); cancellation closes the connection.
+Same job as `client.send_request` with less per-request and per-read work: request bytes built once;
+`data_received` stamps each read (`perf_counter_ns()` first) and only reads the framing (head once;
+chunked via `stamping.ChunkedBody`, Content-Length, or until close); the reading task wakes once, at
+the end of the body. Keep-alive connections are pooled, one per request in flight, up to the limit.
+Outcomes are the aiohttp client's (timeout; disconnect: refused, reset, closed mid-body; http_error
+with the status; protocol_error); cancellation closes the connection.
 """
 
 from __future__ import annotations
@@ -35,13 +34,10 @@ class _Conn(asyncio.Protocol):
         self.waiter: asyncio.Future[None] | None = None
         self.reads: list[tuple[int, bytes]] = []
         self.buf = b""  # response head so far, or the tail of a chunked body after its last chunk
-        self.status = 0
         self.mode = ""  # "" head pending, "chunked", "length", "close", "tail" (after last chunk)
-        self.left = 0  # Content-Length bytes still due
+        self.status = self.left = self.end_ns = 0  # left: Content-Length bytes still due
         self.chunked: ChunkedBody | None = None
-        self.reusable = True
-        self.got_bytes = False
-        self.end_ns = 0
+        self.reusable, self.got_bytes = True, False
         self.record: RequestRecord | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -50,9 +46,8 @@ class _Conn(asyncio.Protocol):
     def start(
         self, waiter: asyncio.Future[None], reads: list[tuple[int, bytes]], record: RequestRecord
     ) -> None:
-        self.waiter, self.reads, self.buf, self.mode, self.status = waiter, reads, b"", "", 0
-        self.record = record
-        self.chunked, self.got_bytes, self.end_ns = None, False, 0
+        self.waiter, self.reads, self.record, self.buf, self.mode = waiter, reads, record, b"", ""
+        self.status, self.chunked, self.got_bytes, self.end_ns = 0, None, False, 0
 
     def data_received(self, data: bytes) -> None:
         t = time.perf_counter_ns()
@@ -69,7 +64,7 @@ class _Conn(asyncio.Protocol):
             self.reads.append((t, data))
         elif mode == "tail":
             self._tail(t, data)
-        elif self.waiter is None:
+        elif self.waiter is None or self.waiter.done():
             self.reusable = False  # bytes nobody asked for
         else:
             self._head(t, data)
@@ -171,10 +166,8 @@ class _Conn(asyncio.Protocol):
             return
         if self.waiter is not None and not self.waiter.done():
             where = "before the response head" if not self.mode else "mid-body"
-            err = ConnectionResetError(f"server closed the connection {where}")
-            if exc is not None:
-                err = ConnectionResetError(f"{type(exc).__name__}: {exc} ({where})")
-            self.waiter.set_exception(err)
+            why = f"{type(exc).__name__}: {exc} ({where})" if exc else f"server closed the connection {where}"
+            self.waiter.set_exception(ConnectionResetError(why))
 
 
 class RawClient:
@@ -271,9 +264,7 @@ class RawClient:
                         slots.release()
             self._release(conn)
             if conn.status != 200:
-                text = b"".join(d for _, d in reads).decode(errors="replace")
-                record.outcome, record.error = "http_error", f"HTTP {conn.status}: {text.strip()[:300]}"
-                return record
+                return _http_error(record, conn.status, reads)
             record.done_ns, record.raw = conn.end_ns, reads
         except asyncio.CancelledError:
             _partial(record, reads, "cancelled", "cancelled before completion")
@@ -283,6 +274,9 @@ class RawClient:
         except RawProtocolError as exc:
             _partial(record, reads, "protocol_error", str(exc))
         except OSError as exc:  # refused, reset, closed mid-body
+            status = record.http_status
+            if status is not None and status != 200:  # as aiohttp: the error body is best effort
+                return _http_error(record, status, reads)
             _partial(record, reads, "disconnect", f"{type(exc).__name__}: {str(exc)[:200]}")
         return record
 
@@ -291,6 +285,12 @@ class RawClient:
         for conn in list(self._open):
             self._drop(conn)
         self._idle.clear()
+
+
+def _http_error(record: RequestRecord, status: int, reads: list[tuple[int, bytes]]) -> RequestRecord:
+    text = b"".join(d for _, d in reads).decode(errors="replace")
+    record.outcome, record.error = "http_error", f"HTTP {status}: {text.strip()[:300]}"
+    return record
 
 
 def _partial(record: RequestRecord, reads: list[tuple[int, bytes]], outcome: str, error: str) -> None:

@@ -156,10 +156,11 @@ async def test_content_length_and_until_close_bodies() -> None:
         writes(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(sse), sse),
         writes(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + sse[:30], sse[30:], close=True),
         writes(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 4\r\n\r\nbusy"),
+        writes(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 9\r\n\r\nboo", close=True),
     )
     async with scripted(server) as url:
         client = _client(url)
-        records = [await _send(client, i) for i in range(3)]
+        records = [await _send(client, i) for i in range(4)]
         client.close()
     assert [(r.outcome, r.output_tokens) for r in records[:2]] == [("ok", 2), ("ok", 2)]
     assert (records[2].outcome, records[2].http_status, records[2].error) == (
@@ -167,6 +168,7 @@ async def test_content_length_and_until_close_bodies() -> None:
         503,
         "HTTP 503: busy",
     )
+    assert (records[3].outcome, records[3].error) == ("http_error", "HTTP 500: boo")  # cut short
     assert server.connections == 2  # the until-close body cannot be followed on its connection
 
 
