@@ -9,12 +9,16 @@ that lateness is recorded as schedule lag (actual send - scheduled send), never 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import heapq
 import math
+import os
 import queue
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import aiohttp
 
@@ -22,6 +26,11 @@ from loadgen.client import RequestRecord, request_headers, send_request
 from loadgen.rawhttp import RawClient
 
 COARSE_MARGIN_NS = 2_000_000  # asyncio timers wake up to 1 ms late (epoll); stop them 2 ms early
+AHEAD_NS = 5_000_000  # a raw request is readied this early; the waker writes it on time
+
+
+Action = Callable[[], int]
+Done = tuple[int, int | BaseException]  # perf_counter_ns right after the action, and its result
 
 
 def _wake(fut: asyncio.Future[None]) -> None:
@@ -29,27 +38,73 @@ def _wake(fut: asyncio.Future[None]) -> None:
         fut.set_result(None)
 
 
+def _report(fut: asyncio.Future[Done], done: Done) -> None:
+    if not fut.done():
+        fut.set_result(done)
+
+
+def _prefer_cpu() -> None:
+    """Let the waker thread preempt the busy event-loop thread the moment its deadline comes (Linux's
+    EEVDF scheduler otherwise lets a running thread finish its ~3 ms slice first): real-time priority
+    where permitted (root, CAP_SYS_NICE), else nothing changes. The thread only sleeps and writes."""
+    with contextlib.suppress(AttributeError, OSError):
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+
+
 class PreciseWaker:
     """Wakes the event loop at a perf_counter_ns deadline to within ~0.1 ms, at little CPU cost.
 
     asyncio sleeps to the millisecond at best (epoll's timeout unit), so the last stretch before a send
     is slept by a helper thread (`time.sleep`, nanosecond timer) that then wakes the loop through
-    `call_soon_threadsafe`. No busy-waiting: one thread hand-off per send.
+    `call_soon_threadsafe`. No busy-waiting: one thread hand-off per send. `run_at` has the thread
+    itself do the send (a socket write) at the deadline, so it does not wait for the loop at all.
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self._queue: queue.SimpleQueue[tuple[int, asyncio.Future[None]] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[int, asyncio.Future[Any], Action | None] | None] = (
+            queue.SimpleQueue()
+        )
         self._thread = threading.Thread(target=self._serve, name="loadgen-waker", daemon=True)
         self._thread.start()
 
     def _serve(self) -> None:
+        """Serve the deadlines in time order (a request readied late may be due before one queued
+        earlier), waiting on the queue until the earliest one."""
+        _prefer_cpu()
         now = time.perf_counter_ns
-        while (item := self._queue.get()) is not None:
-            due, fut = item
-            while (remaining := due - now()) > 0:
-                time.sleep(remaining / 1e9)
+        heap: list[tuple[int, int, asyncio.Future[Any], Action | None]] = []
+        seq, closing = 0, False
+        while heap or not closing:
+            if heap and (remaining := heap[0][0] - now()) <= 0:
+                self._fire(*heapq.heappop(heap)[2:])
+                continue
+            try:
+                item = self._queue.get(timeout=remaining / 1e9) if heap else self._queue.get()
+            except queue.Empty:
+                continue
+            if item is None:
+                closing = True
+            else:
+                seq += 1
+                heapq.heappush(heap, (item[0], seq, item[1], item[2]))
+
+    def _fire(self, fut: asyncio.Future[Any], action: Action | None) -> None:
+        if action is None:
             self._loop.call_soon_threadsafe(_wake, fut)
+            return
+        result: int | BaseException
+        try:
+            result = action()
+        except Exception as exc:  # reported to the loop, which owns the request
+            result = exc
+        self._loop.call_soon_threadsafe(_report, fut, (time.perf_counter_ns(), result))
+
+    def run_at(self, due_ns: int, action: Action) -> asyncio.Future[Done]:
+        """Run `action` in the helper thread at `due_ns`; the future gives (stamp after it, result)."""
+        fut: asyncio.Future[Done] = self._loop.create_future()
+        self._queue.put((due_ns, fut, action))
+        return fut
 
     async def sleep_until(self, due_ns: int) -> None:
         """Return as soon after perf_counter_ns() >= due_ns as the event loop allows."""
@@ -58,8 +113,14 @@ class PreciseWaker:
             await asyncio.sleep((remaining - COARSE_MARGIN_NS) / 1e9)
         if due_ns - time.perf_counter_ns() > 0:
             fut = self._loop.create_future()
-            self._queue.put((due_ns, fut))
+            self._queue.put((due_ns, fut, None))
             await fut
+
+    async def sleep_until_ahead(self, due_ns: int) -> None:
+        """Sleep with asyncio to about AHEAD_NS before `due_ns` (the rest is `run_at`'s)."""
+        remaining = due_ns - time.perf_counter_ns()
+        if remaining > AHEAD_NS:
+            await asyncio.sleep((remaining - AHEAD_NS) / 1e9)
 
     def close(self) -> None:
         """Stop the helper thread."""
@@ -88,10 +149,10 @@ class Dispatcher:
         self._headers = request_headers(self.api_key, "")  # copied per request with its X-Request-Id
         self.waker = PreciseWaker(asyncio.get_running_loop())
 
-    async def _one(self, record: RequestRecord, path: str, body: bytes) -> RequestRecord:
+    async def _one(self, record: RequestRecord, path: str, body: bytes, due_ns: int) -> RequestRecord:
         try:
             if self.raw is not None:
-                return await self.raw.send(record, path, body)
+                return await self.raw.send(record, path, body, due_ns, self.waker.run_at)
             assert self.session is not None
             headers = {**self._headers, "X-Request-Id": record.x_request_id}
             return await send_request(self.session, self.url_of(path), body, headers, record)
@@ -108,15 +169,22 @@ class Dispatcher:
         self, due_ns: int, record: RequestRecord, path: str, body: bytes, deadline_ns: int | None = None
     ) -> bool:
         """Wait for the send time (and a slot), then start the request; False when stopped or past
-        `deadline_ns` (the end of a `--duration` run) by the time a slot came free."""
-        await self.waker.sleep_until(due_ns)
+        `deadline_ns` (the end of a `--duration` run) by the time a slot came free.
+
+        The raw client without --max-concurrency starts the request a little ahead: it readies a
+        connection and the waker thread writes the request at `due_ns` (see RawClient.send)."""
+        ahead = self.raw is not None and self._slots is None
+        if ahead:
+            await self.waker.sleep_until_ahead(due_ns)
+        else:
+            await self.waker.sleep_until(due_ns)
         if self._slots is not None:
             await self._slots.acquire()
         if self.stop.is_set() or (deadline_ns is not None and time.perf_counter_ns() >= deadline_ns):
             if self._slots is not None:
                 self._slots.release()
             return False
-        task = asyncio.get_running_loop().create_task(self._one(record, path, body))
+        task = asyncio.get_running_loop().create_task(self._one(record, path, body, due_ns if ahead else 0))
         self.by_task[task] = record
         self.records.append(record)
         self.in_flight.add(task)

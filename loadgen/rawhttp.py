@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import os
+import threading
 import time
+from collections.abc import Awaitable, Callable
 from typing import cast
 from urllib.parse import unquote, urlsplit
 
@@ -20,6 +23,10 @@ from loadgen.client import RequestRecord
 from loadgen.stamping import ChunkedBody
 
 MAX_HEAD = 65536
+_FD_LOCK = threading.Lock()  # a connection's write descriptor is closed and written under it
+
+# schedules `action` to run in the waker thread at a perf_counter_ns time; gives (stamp after, result)
+SendAt = Callable[[int, Callable[[], int]], Awaitable[tuple[int, int | BaseException]]]
 
 
 class RawProtocolError(Exception):
@@ -39,9 +46,37 @@ class _Conn(asyncio.Protocol):
         self.chunked: ChunkedBody | None = None
         self.reusable, self.got_bytes = True, False
         self.record: RequestRecord | None = None
+        self.wfd = -1  # our own duplicate of the socket's descriptor, for writes from the waker thread
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not an asyncio.Transport subclass
+
+    def write_fd(self) -> int:
+        """A descriptor of this connection's (non-blocking) socket that stays ours until connection_lost,
+        so a write from the waker thread can never land on a reused descriptor number; -1 if none."""
+        if self.wfd < 0 and self.transport is not None and not self.transport.is_closing():
+            sock = self.transport.get_extra_info("socket")
+            if sock is not None:
+                self.wfd = os.dup(sock.fileno())
+        return self.wfd
+
+    def write_now(self, data: bytes) -> int:
+        """Write from the waker thread (the loop leaves the idle transport alone meanwhile); returns
+        the bytes written, 0 when the socket buffer is full."""
+        with _FD_LOCK:
+            if self.wfd < 0:
+                raise ConnectionResetError("connection closed before the send")
+            try:
+                return os.write(self.wfd, data)
+            except BlockingIOError:
+                return 0
+
+    def close_wfd(self) -> None:
+        """Close our duplicate descriptor (the socket itself closes once the transport's is closed too)."""
+        if self.wfd >= 0:
+            with _FD_LOCK:
+                os.close(self.wfd)
+                self.wfd = -1
 
     def start(
         self, waiter: asyncio.Future[None], reads: list[tuple[int, bytes]], record: RequestRecord
@@ -161,6 +196,7 @@ class _Conn(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.reusable = False
+        self.close_wfd()
         if self.mode == "close":
             self._done(time.perf_counter_ns())
             return
@@ -212,16 +248,39 @@ class RawClient:
         self._open.add(conn)
         return conn, False
 
-    async def _exchange(self, data: bytes, reads: list[tuple[int, bytes]], record: RequestRecord) -> _Conn:
+    async def _write(
+        self, conn: _Conn, data: bytes, record: RequestRecord, due_ns: int, send_at: SendAt | None
+    ) -> None:
+        """Write the request at `due_ns`: from the waker thread straight to the socket when one is given
+        and the time is still ahead (the loop may be busy reading then), else from the loop."""
+        assert conn.transport is not None
+        if send_at is not None and not self.tls and due_ns > time.perf_counter_ns() and conn.write_fd() >= 0:
+            sent_ns, result = await send_at(due_ns, lambda: conn.write_now(data))
+            if isinstance(result, BaseException):
+                raise ConnectionResetError(f"{type(result).__name__}: {result} (before the response head)")
+            record.sent_ns = sent_ns
+            if result < len(data):
+                conn.transport.write(data[result:])
+            return
+        record.sent_ns = time.perf_counter_ns()
+        conn.transport.write(data)
+
+    async def _exchange(
+        self,
+        data: bytes,
+        reads: list[tuple[int, bytes]],
+        record: RequestRecord,
+        due_ns: int,
+        send_at: SendAt | None,
+    ) -> _Conn:
         """Send `data` and wait for the end of the response; retried once on a fresh connection
         when a reused keep-alive connection turns out closed before any byte came back."""
         for _attempt in range(2):
             conn, reused = await self._connect()
             waiter = asyncio.get_running_loop().create_future()
             conn.start(waiter, reads, record)
-            assert conn.transport is not None
             try:
-                conn.transport.write(data)
+                await self._write(conn, data, record, due_ns, send_at)
                 await waiter
             except ConnectionResetError:
                 self._drop(conn)
@@ -239,6 +298,7 @@ class RawClient:
         self._open.discard(conn)
         if conn.transport is not None:
             conn.transport.abort()
+        conn.close_wfd()
 
     def _release(self, conn: _Conn) -> None:
         conn.waiter, conn.record = None, None
@@ -247,18 +307,23 @@ class RawClient:
         else:
             self._drop(conn)
 
-    async def send(self, record: RequestRecord, path: str, body: bytes) -> RequestRecord:
-        """POST `body` and record the stamped response; `client.finalize(record)` parses it later."""
+    async def send(
+        self, record: RequestRecord, path: str, body: bytes, due_ns: int = 0, send_at: SendAt | None = None
+    ) -> RequestRecord:
+        """POST `body` and record the stamped response; `client.finalize(record)` parses it later.
+
+        With `send_at`, called ahead of `due_ns`: the connection is readied now and the request written
+        by the waker thread at `due_ns` (sent_ns stamped right after that write)."""
         data = self.request_bytes(path, body, record.x_request_id)
         reads: list[tuple[int, bytes]] = []
         slots = self._slots
-        record.sent_ns = time.perf_counter_ns()
+        record.sent_ns = max(time.perf_counter_ns(), due_ns)
         try:
             async with asyncio.timeout(self.timeout_s):
                 if slots is not None:
                     await slots.acquire()
                 try:
-                    conn = await self._exchange(data, reads, record)
+                    conn = await self._exchange(data, reads, record, due_ns, send_at)
                 finally:
                     if slots is not None:
                         slots.release()
