@@ -108,9 +108,7 @@ class PreciseWaker:
 
     async def sleep_until(self, due_ns: int) -> None:
         """Return as soon after perf_counter_ns() >= due_ns as the event loop allows."""
-        remaining = due_ns - time.perf_counter_ns()
-        if remaining > COARSE_MARGIN_NS:
-            await asyncio.sleep((remaining - COARSE_MARGIN_NS) / 1e9)
+        await _coarse_sleep(due_ns, COARSE_MARGIN_NS)
         if due_ns - time.perf_counter_ns() > 0:
             fut = self._loop.create_future()
             self._queue.put((due_ns, fut, None))
@@ -118,9 +116,7 @@ class PreciseWaker:
 
     async def sleep_until_ahead(self, due_ns: int) -> None:
         """Sleep with asyncio to about AHEAD_NS before `due_ns` (the rest is `run_at`'s)."""
-        remaining = due_ns - time.perf_counter_ns()
-        if remaining > AHEAD_NS:
-            await asyncio.sleep((remaining - AHEAD_NS) / 1e9)
+        await _coarse_sleep(due_ns, AHEAD_NS)
 
     def close(self) -> None:
         """Stop the helper thread."""
@@ -209,3 +205,10 @@ def connector_limit(max_concurrency: int | None, total: int | None, rate: float)
     if total is not None:
         return max(total, 1)
     return 0 if math.isinf(rate) else 10_000  # 0 = no limit
+
+
+async def _coarse_sleep(due_ns: int, margin_ns: int) -> None:
+    """asyncio.sleep until `margin_ns` before `due_ns` (event-loop timers resolve to about 1 ms)."""
+    remaining = due_ns - time.perf_counter_ns()
+    if remaining > margin_ns:
+        await asyncio.sleep((remaining - margin_ns) / 1e9)
