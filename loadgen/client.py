@@ -19,7 +19,7 @@ from typing import Any
 import aiohttp
 
 from loadgen.sse import ProtocolError, parse_stream
-from loadgen.stamping import read_stamped
+from loadgen.stamping import Reads, read_stamped
 
 OUTCOMES = ("ok", "http_error", "timeout", "disconnect", "protocol_error", "cancelled")
 
@@ -94,7 +94,7 @@ async def send_request(
     session: aiohttp.ClientSession, url: str, body: bytes, headers: dict[str, str], record: RequestRecord
 ) -> RequestRecord:
     """POST `body` (JSON bytes) and record the stamped response; `finalize(record)` parses it later."""
-    reads: list[tuple[int, bytes]] = []
+    reads = Reads()
     now = time.perf_counter_ns
     record.sent_ns = now()
     try:

@@ -9,8 +9,10 @@ that lateness is recorded as schedule lag (actual send - scheduled send), never 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import heapq
+import logging
 import math
 import os
 import queue
@@ -18,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
 
 import aiohttp
 
@@ -29,18 +31,13 @@ COARSE_MARGIN_NS = 2_000_000  # asyncio timers wake up to 1 ms late (epoll); sto
 AHEAD_NS = 5_000_000  # a raw request is readied this early; the waker writes it on time
 
 
-Action = Callable[[], int]
-Done = tuple[int, int | BaseException]  # perf_counter_ns right after the action, and its result
+Action = Callable[[], object]
+IDLE = 1 << 62  # the waker's target while it has no deadline
 
 
 def _wake(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)
-
-
-def _report(fut: asyncio.Future[Done], done: Done) -> None:
-    if not fut.done():
-        fut.set_result(done)
 
 
 def _prefer_cpu() -> None:
@@ -52,75 +49,81 @@ def _prefer_cpu() -> None:
 
 
 class PreciseWaker:
-    """Wakes the event loop at a perf_counter_ns deadline to within ~0.1 ms, at little CPU cost.
+    """Runs actions at perf_counter_ns deadlines to within ~0.1 ms, at little CPU cost.
 
     asyncio sleeps to the millisecond at best (epoll's timeout unit), so the last stretch before a send
-    is slept by a helper thread (`time.sleep`, nanosecond timer) that then wakes the loop through
-    `call_soon_threadsafe`. No busy-waiting: one thread hand-off per send. `run_at` has the thread
-    itself do the send (a socket write) at the deadline, so it does not wait for the loop at all.
+    is slept by a helper thread (a timed wait, nanosecond timer). No busy-waiting. `post_at` has the
+    thread itself do the send (a socket write) at the deadline, so it does not wait for the loop at
+    all; `sleep_until` wakes the loop through `call_soon_threadsafe`.
+
+    Deadlines are posted on a deque; the thread is rung awake only when a new deadline is earlier than
+    the one it sleeps until (sends are posted in time order, so it usually wakes once per send).
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self._queue: queue.SimpleQueue[tuple[int, asyncio.Future[Any], Action | None] | None] = (
-            queue.SimpleQueue()
-        )
+        self._posted: collections.deque[tuple[int, Action]] = collections.deque()
+        self._bell: queue.SimpleQueue[None] = queue.SimpleQueue()
+        self._target = 0  # the deadline the thread sleeps until; 0 while it is awake, IDLE with none
+        self._closing = False
         self._thread = threading.Thread(target=self._serve, name="loadgen-waker", daemon=True)
         self._thread.start()
 
     def _serve(self) -> None:
-        """Serve the deadlines in time order (a request readied late may be due before one queued
-        earlier), waiting on the queue until the earliest one."""
+        """Serve the deadlines in time order (a request readied late may be due before one posted
+        earlier); after `close`, the ones already posted are still served."""
         _prefer_cpu()
         now = time.perf_counter_ns
-        heap: list[tuple[int, int, asyncio.Future[Any], Action | None]] = []
-        seq, closing = 0, False
-        while heap or not closing:
-            if heap and (remaining := heap[0][0] - now()) <= 0:
-                self._fire(*heapq.heappop(heap)[2:])
-                continue
-            try:
-                item = self._queue.get(timeout=remaining / 1e9) if heap else self._queue.get()
-            except queue.Empty:
-                continue
-            if item is None:
-                closing = True
-            else:
+        posted, seq = self._posted, 0
+        heap: list[tuple[int, int, Action]] = []
+        while True:
+            while posted:
+                due, action = posted.popleft()
                 seq += 1
-                heapq.heappush(heap, (item[0], seq, item[1], item[2]))
+                heapq.heappush(heap, (due, seq, action))
+            if heap and heap[0][0] <= now():
+                _run(heapq.heappop(heap)[2])
+                continue
+            if not heap and self._closing:
+                return
+            self._target = heap[0][0] if heap else IDLE
+            if not posted:  # a post after this check sees the target and rings if it is earlier
+                with contextlib.suppress(queue.Empty):
+                    if heap:
+                        self._bell.get(timeout=max(heap[0][0] - now(), 0) / 1e9)
+                    else:
+                        self._bell.get()
+            self._target = 0
 
-    def _fire(self, fut: asyncio.Future[Any], action: Action | None) -> None:
-        if action is None:
-            self._loop.call_soon_threadsafe(_wake, fut)
-            return
-        result: int | BaseException
-        try:
-            result = action()
-        except Exception as exc:  # reported to the loop, which owns the request
-            result = exc
-        self._loop.call_soon_threadsafe(_report, fut, (time.perf_counter_ns(), result))
-
-    def run_at(self, due_ns: int, action: Action) -> asyncio.Future[Done]:
-        """Run `action` in the helper thread at `due_ns`; the future gives (stamp after it, result)."""
-        fut: asyncio.Future[Done] = self._loop.create_future()
-        self._queue.put((due_ns, fut, action))
-        return fut
+    def post_at(self, due_ns: int, action: Action) -> None:
+        """Run `action` in the helper thread at `due_ns` (it reports to the loop itself, if it must)."""
+        self._posted.append((due_ns, action))
+        if due_ns < self._target:
+            self._bell.put(None)
 
     async def sleep_until(self, due_ns: int) -> None:
         """Return as soon after perf_counter_ns() >= due_ns as the event loop allows."""
         await _coarse_sleep(due_ns, COARSE_MARGIN_NS)
         if due_ns - time.perf_counter_ns() > 0:
             fut = self._loop.create_future()
-            self._queue.put((due_ns, fut, None))
+            self.post_at(due_ns, partial(self._loop.call_soon_threadsafe, _wake, fut))
             await fut
 
     async def sleep_until_ahead(self, due_ns: int) -> None:
-        """Sleep with asyncio to about AHEAD_NS before `due_ns` (the rest is `run_at`'s)."""
+        """Sleep with asyncio to about AHEAD_NS before `due_ns` (the rest is `post_at`'s)."""
         await _coarse_sleep(due_ns, AHEAD_NS)
 
     def close(self) -> None:
-        """Stop the helper thread."""
-        self._queue.put(None)
+        """Stop the helper thread once the deadlines posted so far are served."""
+        self._closing = True
+        self._bell.put(None)
+
+
+def _run(action: Action) -> None:
+    try:
+        action()
+    except Exception:  # noqa: BLE001 - an action reports its own failures; the thread must live on
+        logging.getLogger(__name__).exception("send-time action failed")
 
 
 @dataclass
@@ -148,7 +151,7 @@ class Dispatcher:
     async def _one(self, record: RequestRecord, path: str, body: bytes, due_ns: int) -> RequestRecord:
         try:
             if self.raw is not None:
-                return await self.raw.send(record, path, body, due_ns, self.waker.run_at)
+                return await self.raw.send(record, path, body, due_ns, self.waker.post_at)
             assert self.session is not None
             headers = {**self._headers, "X-Request-Id": record.x_request_id}
             return await send_request(self.session, self.url_of(path), body, headers, record)

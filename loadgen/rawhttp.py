@@ -15,18 +15,20 @@ import base64
 import os
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
+from functools import partial
 from typing import cast
 from urllib.parse import unquote, urlsplit
 
 from loadgen.client import RequestRecord
-from loadgen.stamping import ChunkedBody
+from loadgen.stamping import ChunkedBody, Reads
 
 MAX_HEAD = 65536
+_now = time.perf_counter_ns
 _FD_LOCK = threading.Lock()  # a connection's write descriptor is closed and written under it
 
-# schedules `action` to run in the waker thread at a perf_counter_ns time; gives (stamp after, result)
-SendAt = Callable[[int, Callable[[], int]], Awaitable[tuple[int, int | BaseException]]]
+# runs an action in the waker thread at a perf_counter_ns time (PreciseWaker.post_at)
+PostAt = Callable[[int, Callable[[], None]], None]
 
 
 class RawProtocolError(Exception):
@@ -35,6 +37,11 @@ class RawProtocolError(Exception):
 
 class _Conn(asyncio.Protocol):
     """One keep-alive connection; an exchange fills `reads` and resolves `waiter` at end of body."""
+
+    __slots__ = (
+        "transport", "waiter", "reads", "buf", "mode", "status", "left", "end_ns", "chunked", "reusable",
+        "got_bytes", "record", "wfd", "loop",
+    )  # fmt: skip
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
@@ -47,9 +54,11 @@ class _Conn(asyncio.Protocol):
         self.reusable, self.got_bytes = True, False
         self.record: RequestRecord | None = None
         self.wfd = -1  # our own duplicate of the socket's descriptor, for writes from the waker thread
+        self.loop: asyncio.AbstractEventLoop | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not an asyncio.Transport subclass
+        self.loop = asyncio.get_running_loop()
 
     def write_fd(self) -> int:
         """A descriptor of this connection's (non-blocking) socket that stays ours until connection_lost,
@@ -60,16 +69,37 @@ class _Conn(asyncio.Protocol):
                 self.wfd = os.dup(sock.fileno())
         return self.wfd
 
-    def write_now(self, data: bytes) -> int:
-        """Write from the waker thread (the loop leaves the idle transport alone meanwhile); returns
-        the bytes written, 0 when the socket buffer is full."""
-        with _FD_LOCK:
-            if self.wfd < 0:
-                raise ConnectionResetError("connection closed before the send")
-            try:
-                return os.write(self.wfd, data)
-            except BlockingIOError:
-                return 0
+    def write_at_due(self, waiter: asyncio.Future[None], data: bytes, record: RequestRecord) -> None:
+        """In the waker thread, at the send time: write the request to the socket (the loop leaves the
+        idle transport alone meanwhile) and stamp `record.sent_ns` right after (and, in case the loop
+        were to see the whole response before this thread gets the GIL back, right before). What is
+        left when the socket buffer is full goes to the transport; a failure to the exchange's waiter."""
+        loop = self.loop
+        record.sent_ns = time.perf_counter_ns()  # the stamp if the response were parsed before the next
+        try:
+            with _FD_LOCK:
+                if self.wfd < 0:
+                    raise ConnectionResetError("connection closed before the send")
+                try:
+                    written = os.write(self.wfd, data)
+                except BlockingIOError:
+                    written = 0
+            record.sent_ns = time.perf_counter_ns()
+        except OSError as exc:
+            if loop is not None:
+                loop.call_soon_threadsafe(self._send_failed, waiter, exc)
+            return
+        if written < len(data) and loop is not None:
+            loop.call_soon_threadsafe(self._send_rest, waiter, data[written:])
+
+    def _send_failed(self, waiter: asyncio.Future[None], exc: OSError) -> None:
+        if self.waiter is waiter and not waiter.done():
+            why = f"{type(exc).__name__}: {exc} (before the response head)"
+            waiter.set_exception(ConnectionResetError(why))
+
+    def _send_rest(self, waiter: asyncio.Future[None], rest: bytes) -> None:
+        if self.waiter is waiter and self.transport is not None and not self.transport.is_closing():
+            self.transport.write(rest)
 
     def close_wfd(self) -> None:
         """Close our duplicate descriptor (the socket itself closes once the transport's is closed too)."""
@@ -85,7 +115,7 @@ class _Conn(asyncio.Protocol):
         self.status, self.chunked, self.got_bytes, self.end_ns = 0, None, False, 0
 
     def data_received(self, data: bytes) -> None:
-        t = time.perf_counter_ns()
+        t = _now()
         self.got_bytes = True
         mode = self.mode
         if mode == "chunked":
@@ -237,30 +267,39 @@ class RawClient:
         tail = b"Content-Length: %d\r\nX-Request-Id: %s\r\n\r\n" % (len(body), x_request_id.encode())
         return line + tail + body
 
-    async def _connect(self) -> tuple[_Conn, bool]:
+    def _idle_conn(self) -> _Conn | None:
         while self._idle:
             conn = self._idle.pop()
             if conn.transport is not None and not conn.transport.is_closing() and conn.reusable:
-                return conn, True
+                return conn
             self._open.discard(conn)
-        loop = asyncio.get_running_loop()
-        _, conn = await loop.create_connection(_Conn, self.host, self.port, ssl=True if self.tls else None)
+        return None
+
+    async def _connect(self, deadline: float) -> tuple[_Conn, bool]:
+        """An idle keep-alive connection, else a new one (opened before `deadline`, loop time)."""
+        conn = self._idle_conn()
+        if conn is not None:
+            return conn, True
+        loop, tls = asyncio.get_running_loop(), True if self.tls else None
+        async with asyncio.timeout_at(deadline):
+            _, conn = await loop.create_connection(_Conn, self.host, self.port, ssl=tls)
         self._open.add(conn)
         return conn, False
 
-    async def _write(
-        self, conn: _Conn, data: bytes, record: RequestRecord, due_ns: int, send_at: SendAt | None
+    def _write(
+        self,
+        conn: _Conn,
+        waiter: asyncio.Future[None],
+        data: bytes,
+        record: RequestRecord,
+        due_ns: int,
+        post_at: PostAt | None,
     ) -> None:
         """Write the request at `due_ns`: from the waker thread straight to the socket when one is given
-        and the time is still ahead (the loop may be busy reading then), else from the loop."""
+        and the time is still ahead (the loop may be busy reading then), else from the loop now."""
         assert conn.transport is not None
-        if send_at is not None and not self.tls and due_ns > time.perf_counter_ns() and conn.write_fd() >= 0:
-            sent_ns, result = await send_at(due_ns, lambda: conn.write_now(data))
-            if isinstance(result, BaseException):
-                raise ConnectionResetError(f"{type(result).__name__}: {result} (before the response head)")
-            record.sent_ns = sent_ns
-            if result < len(data):
-                conn.transport.write(data[result:])
+        if post_at is not None and not self.tls and due_ns > time.perf_counter_ns() and conn.write_fd() >= 0:
+            post_at(due_ns, partial(conn.write_at_due, waiter, data, record))
             return
         record.sent_ns = time.perf_counter_ns()
         conn.transport.write(data)
@@ -271,16 +310,20 @@ class RawClient:
         reads: list[tuple[int, bytes]],
         record: RequestRecord,
         due_ns: int,
-        send_at: SendAt | None,
+        post_at: PostAt | None,
+        deadline: float,
     ) -> _Conn:
-        """Send `data` and wait for the end of the response; retried once on a fresh connection
-        when a reused keep-alive connection turns out closed before any byte came back."""
+        """Send `data` and wait for the end of the response (TimeoutError at `deadline`, loop time);
+        retried once on a fresh connection when a reused keep-alive connection turns out closed
+        before any byte came back."""
+        loop = asyncio.get_running_loop()
         for _attempt in range(2):
-            conn, reused = await self._connect()
-            waiter = asyncio.get_running_loop().create_future()
+            conn, reused = await self._connect(deadline)
+            waiter = loop.create_future()
             conn.start(waiter, reads, record)
+            expiry = loop.call_at(deadline, _expire, waiter)  # cheaper than a timeout scope per request
             try:
-                await self._write(conn, data, record, due_ns, send_at)
+                self._write(conn, waiter, data, record, due_ns, post_at)
                 await waiter
             except ConnectionResetError:
                 self._drop(conn)
@@ -290,6 +333,8 @@ class RawClient:
             except BaseException:
                 self._drop(conn)
                 raise
+            finally:
+                expiry.cancel()
             return conn
         raise ConnectionResetError("server closed the connection twice before the response head")
 
@@ -308,25 +353,26 @@ class RawClient:
             self._drop(conn)
 
     async def send(
-        self, record: RequestRecord, path: str, body: bytes, due_ns: int = 0, send_at: SendAt | None = None
+        self, record: RequestRecord, path: str, body: bytes, due_ns: int = 0, post_at: PostAt | None = None
     ) -> RequestRecord:
         """POST `body` and record the stamped response; `client.finalize(record)` parses it later.
 
-        With `send_at`, called ahead of `due_ns`: the connection is readied now and the request written
+        With `post_at`, called ahead of `due_ns`: the connection is readied now and the request written
         by the waker thread at `due_ns` (sent_ns stamped right after that write)."""
         data = self.request_bytes(path, body, record.x_request_id)
-        reads: list[tuple[int, bytes]] = []
+        reads = Reads()
         slots = self._slots
         record.sent_ns = max(time.perf_counter_ns(), due_ns)
+        deadline = asyncio.get_running_loop().time() + self.timeout_s
         try:
-            async with asyncio.timeout(self.timeout_s):
-                if slots is not None:
+            if slots is not None:
+                async with asyncio.timeout_at(deadline):
                     await slots.acquire()
-                try:
-                    conn = await self._exchange(data, reads, record, due_ns, send_at)
-                finally:
-                    if slots is not None:
-                        slots.release()
+            try:
+                conn = await self._exchange(data, reads, record, due_ns, post_at, deadline)
+            finally:
+                if slots is not None:
+                    slots.release()
             self._release(conn)
             if conn.status != 200:
                 return _http_error(record, conn.status, reads)
@@ -350,6 +396,11 @@ class RawClient:
         for conn in list(self._open):
             self._drop(conn)
         self._idle.clear()
+
+
+def _expire(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_exception(TimeoutError())
 
 
 def _http_error(record: RequestRecord, status: int, reads: list[tuple[int, bytes]]) -> RequestRecord:

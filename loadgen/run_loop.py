@@ -11,6 +11,7 @@ import math
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from loadgen.client import RequestRecord, finalize
@@ -156,7 +157,6 @@ async def execute(
     switch_interval = sys.getswitchinterval()
     sys.setswitchinterval(SWITCH_INTERVAL_S)  # the send-time waker thread gets the GIL quickly
     finisher = asyncio.create_task(run.finisher())
-    gc_was_enabled = paced_gc()
     try:
         run.dispatch_task = asyncio.create_task(run.dispatch(target, workload, model, schedule))
         try:
@@ -171,9 +171,6 @@ async def execute(
         await run.finished_queue.join()  # every request parsed and accounted
         return run.start_ns, fingerprint(run.specs)
     finally:
-        gc.unfreeze()
-        if gc_was_enabled:
-            gc.enable()
         sys.setswitchinterval(switch_interval)
         run.dispatcher.waker.close()
         monitor.cancel()
@@ -181,20 +178,26 @@ async def execute(
         run.progress.close()
 
 
-def paced_gc() -> bool:
-    """Take garbage collection off the request path for the run; returns whether it was enabled.
+@contextlib.contextmanager
+def paced_gc() -> Iterator[None]:
+    """Take garbage collection off the request path for the run and the writing of its record.
 
     Python's automatic collections stop the event loop at moments set by allocation counts, which
     shows up as schedule lag and late timestamps (at 400 req/s on the development VM, turning them off
-    cut schedule-lag p99 from 5.0-9.6 to 2.5-3.8 ms and TTFT error p99 from 3.1-4.7 to 1.6-2.0 ms). A
-    request leaves only about four objects in reference cycles (refcounting frees the rest), so during
-    a run the monitor collects once a minute instead; what exists before the run is frozen out of
-    those collections."""
+    cut schedule-lag p99 from 5.0-9.6 to 2.5-3.8 ms and TTFT error p99 from 3.1-4.7 to 1.6-2.0 ms), and
+    full collections over a run's records cost more CPU than writing them. A request leaves only about
+    four objects in reference cycles (refcounting frees the rest), so while this is active the monitor
+    collects once a minute instead; what existed before is frozen out of those collections (and given
+    back to the collector after)."""
     enabled = gc.isenabled()
-    gc.collect()
     gc.freeze()
     gc.disable()
-    return enabled
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        if enabled:
+            gc.enable()
 
 
 async def drain_until_stopped(run: Run) -> None:

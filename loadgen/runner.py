@@ -25,7 +25,7 @@ from loadgen.manifest import public_url
 from loadgen.metrics import LiveMetrics, RunLabels
 from loadgen.rawhttp import RawClient
 from loadgen.record import ManifestFacts, build_manifest, build_summary, write_run
-from loadgen.run_loop import Run, execute, install_signals, linger
+from loadgen.run_loop import Run, execute, install_signals, linger, paced_gc
 from loadgen.schedule import build_schedule
 from loadgen.stamping import StampingConnector
 from loadgen.targets import EngineMetadata, Target, get_target
@@ -121,7 +121,10 @@ async def run_benchmark(config: RunConfig, *, progress: bool = True) -> RunResul
             await preflight(meta_session, target, base_url, config.api_key)
             raw = None
             if session is None:
-                raw = RawClient(base_url, config.api_key, limit, config.request_timeout_s)
+                # the pool's own cap matters only when it could be reached: not under --max-concurrency
+                # (the dispatcher caps first) nor when the run has no more requests than the cap
+                cap = 0 if config.max_concurrency or len(schedule) <= limit else limit
+                raw = RawClient(base_url, config.api_key, cap, config.request_timeout_s)
             try:
                 return await _run(
                     config,
@@ -195,24 +198,26 @@ async def _run(
         run.dispatcher = Dispatcher(
             session, lambda p: f"{base_url}{p}", config.api_key, config.max_concurrency, run.on_done, raw=raw
         )
-        start_ns, wl_fingerprint = await _execute_or_salvage(run, target, workload, model, schedule)
-        ended = datetime.now(UTC)
-        run.metrics.end_ts.set(ended.timestamp())
-        records = sorted(run.dispatcher.records, key=lambda r: r.index)
-        summary = build_summary(
-            config,
-            run_id,
-            records,
-            meta,
-            model,
-            started,
-            ended,
-            run.stop_reason,
-            run.dispatcher.peak_in_flight,
-        )
-        facts = ManifestFacts(workload, wl_fingerprint, schedule[: len(records)], meta, base_url, *exporter)
-        manifest = build_manifest(config, run_id, facts, started, ended, run.stop_reason)
-        result_dir = write_run(Path(config.results_dir), run_id, manifest, summary, records, start_ns)
+        with paced_gc():
+            start_ns, wl_fingerprint = await _execute_or_salvage(run, target, workload, model, schedule)
+            ended = datetime.now(UTC)
+            run.metrics.end_ts.set(ended.timestamp())
+            records = sorted(run.dispatcher.records, key=lambda r: r.index)
+            summary = build_summary(
+                config,
+                run_id,
+                records,
+                meta,
+                model,
+                started,
+                ended,
+                run.stop_reason,
+                run.dispatcher.peak_in_flight,
+            )
+            sent_schedule = schedule[: len(records)]
+            facts = ManifestFacts(workload, wl_fingerprint, sent_schedule, meta, base_url, *exporter)
+            manifest = build_manifest(config, run_id, facts, started, ended, run.stop_reason)
+            result_dir = write_run(Path(config.results_dir), run_id, manifest, summary, records, start_ns)
         await asyncio.to_thread(
             grafana_notes.annotate_run_end,
             config.grafana_url,

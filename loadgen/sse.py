@@ -20,14 +20,16 @@ import re
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from functools import partial
-from itertools import accumulate, compress, repeat
-from operator import contains, itemgetter
+from itertools import accumulate, chain, compress, repeat
+from operator import itemgetter, not_
 from typing import Any
 
 _TOKEN_BEARING = re.compile(rb'"choices"\s*:\s*\[\s*[^\]\s]')  # a non-empty `choices` list
-_COMPACT_TOKEN = b'"choices":[{'
+COMPACT_TOKEN = b'"choices":[{'  # in a token event, as the engines write it
 _DONE = b"data: [DONE]"
 _FIELD = itemgetter(slice(0, 6))
+_FIRST, _SECOND, _ORDER = itemgetter(0), itemgetter(1), itemgetter(0, 1)
+_FOUND = (-1).__lt__  # a `find` result other than -1
 
 
 class ProtocolError(ValueError):
@@ -53,7 +55,7 @@ def split_events(reads: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
     t = 0
     for t, data in reads:
         buf += data
-        if b"\r" in buf:
+        if buf.find(b"\r") >= 0:
             buf = buf.replace(b"\r\n", b"\n")
         while True:
             cut = buf.find(b"\n\n")
@@ -142,49 +144,123 @@ def _plus_terminator(n: int) -> int:
 def fast_events(reads: list[tuple[int, bytes]]) -> tuple[list[int], list[bytes]] | None:
     """(completion times, events) when every event is one `data: ` line ended by a blank line (LF
     framing, nothing after the last event); None otherwise (use `split_events`)."""
-    datas = [data for _, data in reads]
+    datas = list(map(_SECOND, reads))
     buf = b"".join(datas)
-    if not buf.startswith(b"data: ") or not buf.endswith(b"\n\n") or b"\r" in buf:
+    if buf[:6] != b"data: " or buf.find(b"\r") >= 0:
         return None
     events = buf.split(b"\n\n")
-    events.pop()  # the empty rest after the last blank line
+    if events.pop():  # bytes after the last blank line
+        return None
     n = len(events)
     if buf.count(b"\n") != 2 * n or set(map(_FIELD, events)) != {b"data: "}:
         return None  # multi-line events, empty events or other SSE fields
+    times = list(map(_FIRST, reads))
+    if all(map(bytes.endswith, datas, repeat(b"\n\n"))):  # the usual: reads end at event ends
+        if n == len(datas):
+            return times, events
+        return list(chain.from_iterable(map(repeat, times, map(bytes.count, datas, repeat(b"\n\n"))))), events
     read_ends = list(accumulate(map(len, datas)))
     event_ends = accumulate(map(_plus_terminator, map(len, events)))
-    read_times = [t for t, _ in reads]
-    return list(map(read_times.__getitem__, map(partial(bisect_left, read_ends), event_ends))), events
+    return list(map(times.__getitem__, map(partial(bisect_left, read_ends), event_ends))), events
+
+
+def _token_marks(events: list[bytes]) -> list[bool]:
+    """Which one-line `data: ` events are token-bearing (by bytes); raises on a token event that is not
+    framed as a JSON object."""
+    n = len(events)
+    # the engines' compact JSON; `find`, not `in`: bytes' `in` first tries the operand as an integer and
+    # formats (then drops) a TypeError each time
+    marks = list(map(_FOUND, map(bytes.find, events, repeat(COMPACT_TOKEN))))
+    for i in compress(range(n), map(not_, marks)):
+        marks[i] = _TOKEN_BEARING.search(events[i]) is not None
+    framed = list(compress(events, marks))
+    if not all(map(bytes.startswith, framed, repeat(b"data: {"))) or not all(
+        map(bytes.endswith, framed, repeat(b"}"))
+    ):
+        bad = next(e for e in framed if e[6:7] != b"{" or e[-1:] != b"}")
+        raise ProtocolError(f"invalid JSON in SSE data: {bad[6:86]!r}")
+    return marks
+
+
+def _strip_done(parsed: ParsedStream, times: list[int], events: list[bytes], last: bool = True) -> int:
+    """Drop a final `data: [DONE]` (marking the stream done); raises when data follows it. `last`:
+    whether these events end the stream. Returns how many events remain."""
+    done = events.count(_DONE)
+    if done:
+        if done > 1 or events[-1] != _DONE or not last:
+            raise ProtocolError("data after [DONE]")
+        parsed.done = True
+        del events[-1], times[-1]
+    return len(events)
+
+
+def _absorb_decoded(parsed: ParsedStream, items: list[tuple[int, bytes, bool]]) -> None:
+    """Decode (time, event, token-bearing by bytes) in one `json.loads` and absorb them in order."""
+    for (t, event, token), obj in zip(items, _decode_all([e[6:] for _, e, _ in items]), strict=True):
+        if type(obj) is dict and bool(obj.get("choices")) != token:
+            raise ProtocolError(f"unexpected `choices` in SSE data: {event[6:86]!r}")
+        _absorb(parsed, t, obj, count_token=False)
 
 
 def _parse_fast(parsed: ParsedStream, times: list[int], events: list[bytes]) -> None:
     """Parse one-line data events (see module docstring: token chunks are recognised by bytes)."""
-    if _DONE in events:
-        end = events.index(_DONE)
-        if end != len(events) - 1:
-            raise ProtocolError("data after [DONE]")
-        parsed.done = True
-        del events[end], times[end]
-    marks = list(map(contains, events, repeat(_COMPACT_TOKEN)))  # the engines' compact JSON
-    for i, found in enumerate(marks):
-        if not found:
-            marks[i] = _TOKEN_BEARING.search(events[i]) is not None
-    tokens = list(compress(range(len(marks)), marks))
-    for i in tokens:
-        event = events[i]
-        if event[6:7] != b"{" or event[-1:] != b"}":
-            raise ProtocolError(f"invalid JSON in SSE data: {event[6:86]!r}")
-    decode = sorted({i for i, m in enumerate(marks) if not m} | set(tokens[:1] + tokens[-1:]))
-    payloads = [events[i][6:] for i in decode]
-    for i, obj in zip(decode, _decode_all(payloads) if payloads else [], strict=True):
-        if type(obj) is dict and bool(obj.get("choices")) != marks[i]:
-            raise ProtocolError(f"unexpected `choices` in SSE data: {events[i][6:86]!r}")
-        _absorb(parsed, times[i], obj, count_token=False)
+    n = _strip_done(parsed, times, events)
+    marks = _token_marks(events)
+    tokens = list(compress(range(n), marks))
+    decode = set(compress(range(n), map(not_, marks)))
+    if tokens:
+        decode |= {tokens[0], tokens[-1]}
+    if decode:
+        _absorb_decoded(parsed, [(times[i], events[i], marks[i]) for i in sorted(decode)])
     parsed.token_ns = list(compress(times, marks))
 
 
+def _parse_marked(reads: list[tuple[int, bytes]], marks: bytearray) -> ParsedStream | None:
+    """The fast path when the reader marked, as they arrived, the reads that are exactly one compact
+    token event (`stamping.ChunkedBody`): only the other reads are looked at, and of the marked ones
+    the first and last are decoded. None when some other read is not plain one-line data events."""
+    n = len(reads)
+    marked = list(compress(range(n), marks))
+    if not marked:
+        return None
+    rest = list(compress(range(n), map(not_, marks)))
+    parsed = ParsedStream()
+    times: list[int] = []
+    events: list[bytes] = []
+    if rest:
+        found = fast_events([reads[i] for i in rest])
+        if found is None:
+            return None
+        times, events = found
+    k = _strip_done(parsed, times, events, last=not rest or rest[-1] == n - 1)
+    other_marks = _token_marks(events)
+    # (time, order within a read, event, token-bearing): the other reads' non-token events, and the
+    # first and last token event of the stream (marked reads hold one event each)
+    first, last = reads[marked[0]], reads[marked[-1]]
+    ends = [(first[0], 0, first[1][:-2], True), (last[0], 0, last[1][:-2], True)]
+    tokens = list(compress(range(k), other_marks))
+    if tokens:
+        ends += [(times[i], i, events[i], True) for i in (tokens[0], tokens[-1])]
+        ends.sort()
+        parsed.token_ns = sorted([reads[i][0] for i in marked] + list(compress(times, other_marks)))
+    else:
+        parsed.token_ns = [reads[i][0] for i in marked]
+    items = [(times[i], i, events[i], False) for i in compress(range(k), map(not_, other_marks))]
+    items += [ends[0]] if ends[0] == ends[-1] else [ends[0], ends[-1]]
+    items.sort(key=_ORDER)
+    _absorb_decoded(parsed, [(t, e, token) for t, _, e, token in items])
+    return parsed
+
+
 def parse_stream(reads: list[tuple[int, bytes]]) -> ParsedStream:
-    """Parse stamped reads of an OpenAI-style completions/chat stream; raises ProtocolError."""
+    """Parse stamped reads of an OpenAI-style completions/chat stream; raises ProtocolError.
+
+    `reads` may carry `marks` (stamping.Reads): reads recognised on arrival as one token event."""
+    marks = getattr(reads, "marks", None)
+    if marks and len(marks) == len(reads):
+        parsed = _parse_marked(reads, marks)
+        if parsed is not None:
+            return parsed
     fast = fast_events(reads)
     if fast is None:
         return parse_general(reads)

@@ -23,7 +23,9 @@ import aiohttp
 from aiohttp.client_proto import ResponseHandler
 from aiohttp.streams import StreamReader
 
-_READS: dict[int, list[tuple[int, bytes]]] = {}  # id(reader) -> stamped body pieces
+from loadgen.sse import COMPACT_TOKEN
+
+_READS: dict[int, Reads] = {}  # id(reader) -> stamped body pieces
 MAX_CHUNK_HEAD = 4096  # a longer chunk-size line goes to aiohttp's parser (which rejects it)
 
 
@@ -45,15 +47,28 @@ class StampingReader(StreamReader):
         return None  # no chunk bookkeeping and no wake-up per HTTP chunk
 
 
+class Reads(list[tuple[int, bytes]]):
+    """The stamped pieces of one body, `(perf_counter_ns, bytes)`; `marks[i]` is 1 when piece i was
+    recognised on arrival (cache-hot) as exactly one compact token event, `data: {..."choices":[{...}\n\n`
+    on one line, so `sse.parse_stream` need not look at it again (see sse.py's fast paths)."""
+
+    __slots__ = ("marks",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.marks = bytearray()
+
+
 class ChunkedBody:
     """Reads the chunked framing of one body and records each read's data (see module docstring)."""
 
-    __slots__ = ("pieces", "need", "head")
+    __slots__ = ("pieces", "need", "head", "marks")
 
     def __init__(self, pieces: list[tuple[int, bytes]]) -> None:
         self.pieces = pieces
         self.need = 0  # bytes left of the current chunk's data plus its CRLF
         self.head = b""  # a chunk-size line split across reads
+        self.marks = pieces.marks if isinstance(pieces, Reads) else bytearray()  # one per piece
 
     def feed(self, t: int, data: bytes) -> bytes | None:
         """Record one read; at the last chunk (or unexpected framing) return the bytes, from a chunk
@@ -67,7 +82,14 @@ class ChunkedBody:
                     size = 0
                 end = cut + 2 + size
                 if size > 0 and len(data) == end + 2 and data[end:] == b"\r\n":
-                    self.pieces.append((t, data[cut + 2 : end]))
+                    piece = data[cut + 2 : end]
+                    self.pieces.append((t, piece))
+                    self.marks.append(
+                        piece.startswith(b"data: {")
+                        and piece.endswith(b"}\n\n")
+                        and piece.find(COMPACT_TOKEN) > 0  # not `in`: see sse._token_marks
+                        and piece.count(b"\n") == 2
+                    )
                     return None
         return self._feed(t, self.head + data if self.head else data)
 
@@ -101,6 +123,7 @@ class ChunkedBody:
             self.need, pos = size + 2, cut + 2
         if body:
             self.pieces.append((t, b"".join(body)))
+            self.marks.append(0)
         return rest
 
 
@@ -148,7 +171,7 @@ class StampingHandler(ResponseHandler):
 
     def _stamp(self, payload: StreamReader, head: bytes, arrived: int) -> None:
         key = id(payload)
-        pieces = _READS[key] = []
+        pieces = _READS[key] = Reads()
         try:
             payload.__class__ = StampingReader
         except TypeError:  # aiohttp changed the reader's layout: keep plain reads
@@ -158,6 +181,7 @@ class StampingHandler(ResponseHandler):
             early = payload.read_nowait()  # body bytes aiohttp already took (none: heads are split)
             if early:
                 pieces.append((arrived, early))
+                pieces.marks.append(0)
         if _chunked_head(head) and not getattr(self, "_skip_payload", True):
             self._chunked = ChunkedBody(pieces)
 
@@ -182,4 +206,7 @@ async def read_stamped(content: StreamReader, reads: list[tuple[int, bytes]]) ->
         while await content.readany():
             pass
     finally:
-        reads.extend(_READS.pop(key, ()))
+        pieces = _READS.pop(key, ())
+        if isinstance(reads, Reads) and isinstance(pieces, Reads) and len(reads) == len(reads.marks):
+            reads.marks += pieces.marks
+        reads.extend(pieces)

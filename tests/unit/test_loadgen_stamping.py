@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 
-from loadgen.stamping import ChunkedBody, _chunked_head
+from loadgen.sse import ProtocolError, _parse_marked, parse_general, parse_stream
+from loadgen.stamping import ChunkedBody, Reads, _chunked_head
+from tests.conftest import GOLDEN_SGLANG, GOLDEN_VLLM
+from tests.loadgen_servers import golden_body
+
+SSE_CAPTURES = [
+    d / f"sse_{n}.txt"
+    for d in (GOLDEN_VLLM, GOLDEN_SGLANG)
+    for n in ("completions", "chat", "completions_ignore_eos", "completions_continuous_usage")
+]
 
 
 def _chunked(pieces: list[bytes], ext: bool = False) -> bytes:
@@ -82,3 +92,81 @@ def test_only_chunked_bodies_are_read_by_the_framing_reader() -> None:
     assert not _chunked_head(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n")
     assert not _chunked_head(b"HTTP/1.1 204 No Content\r\nTransfer-Encoding: chunked\r\n\r\n")
     assert not _chunked_head(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n")
+
+
+_TOKEN_A = b'data: {"choices":[{"text":"a"}]}\n\n'
+
+
+# ---- token marks: reads recognised on arrival as one token event, and the parse that uses them ----
+
+def _marked_reads(events: list[bytes], group: list[int]) -> Reads:
+    """Feed `events` through a ChunkedBody, `group[i]` chunks per read (one chunk per event)."""
+    reads = Reads()
+    body, pos = ChunkedBody(reads), 0
+    for t, n in enumerate(group):
+        wire = b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in events[pos : pos + n])
+        pos += n
+        assert body.feed(t, wire) is None
+    return reads
+
+
+def _golden_events(path: Path) -> list[bytes]:
+    """The capture's SSE events, each with its blank line (the engines write one event per chunk)."""
+    body, _ = golden_body(path)
+    return [e + b"\n\n" for e in body.split(b"\n\n") if e.strip()]
+
+
+@pytest.mark.parametrize("path", SSE_CAPTURES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_marked_reads_parse_as_decoding_every_event(path: Path) -> None:
+    events = _golden_events(path)
+    singles = _marked_reads(events, [1] * len(events))
+    assert len(singles.marks) == len(singles)
+    assert sum(singles.marks) >= len(events) - 3  # all but the usage chunk and [DONE] (and a role chunk)
+    assert _parse_marked(singles, singles.marks) is not None  # the marked fast path is taken
+    assert parse_stream(singles) == parse_general(list(singles))
+    # the end of the stream coalesced into one read, and pairs of events in one read
+    tail = _marked_reads(events, [1] * (len(events) - 3) + [3])
+    assert parse_stream(tail) == parse_general(list(tail))
+    pairs = _marked_reads(events, [2] * (len(events) // 2) + [1] * (len(events) % 2))
+    assert not any(pairs.marks)
+    assert parse_stream(pairs) == parse_general(list(pairs))
+
+
+def test_only_whole_one_line_token_events_are_marked() -> None:
+    events = [
+        b'data: {"choices":[{"text":"a"}]}\n\n',  # a token event
+        b'data: {"choices":[],"usage":{"completion_tokens":3}}\n\n',  # usage only
+        b'data: {"choices":[{"text":"b"}]}\n\ndata: {"choices":[{"text":"c"}]}\n\n',  # two events
+        b'data: {"choices": [{"text":"d"}]}\n\n',  # spaced JSON: not the compact pattern
+        b"data: [DONE]\n\n",
+    ]
+    reads = _marked_reads(events, [1] * len(events))
+    assert list(reads.marks) == [1, 0, 0, 0, 0]
+    parsed = parse_stream(reads)
+    assert parsed == parse_general(list(reads))
+    assert parsed.token_ns == [0, 2, 2, 3]
+    assert (parsed.completion_tokens, parsed.done) == (3, True)
+
+
+@pytest.mark.parametrize(
+    "events",
+    [
+        [_TOKEN_A, b"data: [DONE]\n\n", b'data: {"choices":[{"text":"b"}]}\n\n'],
+        [b'data: {"choices":[{"text":"a"}]} x}\n\n', b"data: [DONE]\n\n"],  # bad JSON in a decoded token
+        [b'data: {"choices":[{"text":"a"}]}\n\n', b'data: {"choices":[]} x\n\n', b"data: [DONE]\n\n"],
+    ],
+)
+def test_marked_streams_that_are_malformed_are_rejected(events: list[bytes]) -> None:
+    reads = _marked_reads(events, [1] * len(events))
+    assert reads.marks[0] == 1
+    with pytest.raises(ProtocolError):
+        parse_stream(reads)
+    with pytest.raises(ProtocolError):
+        parse_general(list(reads))
+
+
+def test_marks_out_of_step_with_the_reads_are_ignored() -> None:
+    events = [b'data: {"choices":[{"text":"a"}]}\n\n', b'data: {"choices":[{"text":"b"}]}\n\n']
+    reads = _marked_reads(events, [1, 1])
+    reads.append((5, b"data: [DONE]\n\n"))  # appended by another framing: no mark
+    assert parse_stream(reads) == parse_general(list(reads))

@@ -1,41 +1,75 @@
-"""The send-time waker thread: actions run at their deadlines, in time order, stamped after."""
+"""The send-time waker thread: actions run at their deadlines, in time order, whatever the post order."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 
 from loadgen.dispatch import PreciseWaker
 
 
-async def test_run_at_runs_in_deadline_order_and_stamps_after_the_action() -> None:
+def _recorder(ran: list[tuple[str, int]], done: threading.Event, name: str, last: bool = False):
+    def action() -> None:
+        ran.append((name, time.perf_counter_ns()))
+        if last:
+            done.set()
+
+    return action
+
+
+async def test_post_at_runs_in_deadline_order_not_post_order() -> None:
     waker = PreciseWaker(asyncio.get_running_loop())
     ran: list[tuple[str, int]] = []
+    done = threading.Event()
     try:
         now = time.perf_counter_ns()
-        late = waker.run_at(now + 30_000_000, lambda: ran.append(("late", time.perf_counter_ns())) or 1)
-        early = waker.run_at(now + 10_000_000, lambda: ran.append(("early", time.perf_counter_ns())) or 2)
-        (early_ns, early_result), (late_ns, late_result) = await asyncio.wait_for(
-            asyncio.gather(early, late), timeout=5
-        )
+        waker.post_at(now + 30_000_000, _recorder(ran, done, "late", last=True))
+        waker.post_at(now + 10_000_000, _recorder(ran, done, "early"))  # posted second, due first
+        waker.post_at(now + 20_000_000, _recorder(ran, done, "middle"))
+        assert await asyncio.to_thread(done.wait, 5)
     finally:
         waker.close()
-    assert [name for name, _ in ran] == ["early", "late"]  # queued second, due first
-    assert (early_result, late_result) == (2, 1)
-    assert ran[0][1] >= now + 10_000_000
-    assert ran[1][1] >= now + 30_000_000
-    assert early_ns >= ran[0][1]
-    assert late_ns >= ran[1][1]
+    assert [name for name, _ in ran] == ["early", "middle", "late"]
+    for (_, at), due_ms in zip(ran, (10, 20, 30), strict=True):
+        assert at >= now + due_ms * 1_000_000
 
 
-async def test_run_at_reports_the_action_error_to_the_loop() -> None:
+async def test_a_failing_action_does_not_stop_the_thread() -> None:
     waker = PreciseWaker(asyncio.get_running_loop())
+    ran: list[tuple[str, int]] = []
+    done = threading.Event()
 
-    def fail() -> int:
+    def fail() -> None:
         raise ConnectionResetError("closed before the send")
 
     try:
-        _, result = await asyncio.wait_for(waker.run_at(time.perf_counter_ns(), fail), timeout=5)
+        now = time.perf_counter_ns()
+        waker.post_at(now, fail)
+        waker.post_at(now + 5_000_000, _recorder(ran, done, "after", last=True))
+        assert await asyncio.to_thread(done.wait, 5)
     finally:
         waker.close()
-    assert isinstance(result, ConnectionResetError)
+    assert [name for name, _ in ran] == ["after"]
+
+
+async def test_sleep_until_returns_after_the_deadline() -> None:
+    waker = PreciseWaker(asyncio.get_running_loop())
+    try:
+        due = time.perf_counter_ns() + 15_000_000
+        await asyncio.wait_for(waker.sleep_until(due), timeout=5)
+        assert time.perf_counter_ns() >= due
+    finally:
+        waker.close()
+
+
+async def test_close_still_serves_what_was_posted() -> None:
+    waker = PreciseWaker(asyncio.get_running_loop())
+    ran: list[tuple[str, int]] = []
+    done = threading.Event()
+    waker.post_at(time.perf_counter_ns() + 10_000_000, _recorder(ran, done, "posted", last=True))
+    waker.close()
+    assert await asyncio.to_thread(done.wait, 5)
+    await asyncio.to_thread(waker._thread.join, 5)
+    assert not waker._thread.is_alive()
+    assert [name for name, _ in ran] == ["posted"]
