@@ -30,6 +30,7 @@ _DONE = b"data: [DONE]"
 _FIELD = itemgetter(slice(0, 6))
 _FIRST, _SECOND, _ORDER = itemgetter(0), itemgetter(1), itemgetter(0, 1)
 _FOUND = (-1).__lt__  # a `find` result other than -1
+_INVERT = bytes.maketrans(b"\x00\x01", b"\x01\x00")  # marks -> the reads not marked
 
 
 class ProtocolError(ValueError):
@@ -219,32 +220,31 @@ def _parse_marked(reads: list[tuple[int, bytes]], marks: bytearray) -> ParsedStr
     """The fast path when the reader marked, as they arrived, the reads that are exactly one compact
     token event (`stamping.ChunkedBody`): only the other reads are looked at, and of the marked ones
     the first and last are decoded. None when some other read is not plain one-line data events."""
-    n = len(reads)
-    marked = list(compress(range(n), marks))
-    if not marked:
+    first_i = marks.find(1)
+    if first_i < 0:
         return None
-    rest = list(compress(range(n), map(not_, marks)))
     parsed = ParsedStream()
     times: list[int] = []
     events: list[bytes] = []
-    if rest:
-        found = fast_events([reads[i] for i in rest])
+    if marks.find(0) >= 0:
+        found = fast_events(list(compress(reads, marks.translate(_INVERT))))
         if found is None:
             return None
         times, events = found
-    k = _strip_done(parsed, times, events, last=not rest or rest[-1] == n - 1)
+    k = _strip_done(parsed, times, events, last=marks[-1] == 0)
     other_marks = _token_marks(events)
     # (time, order within a read, event, token-bearing): the other reads' non-token events, and the
     # first and last token event of the stream (marked reads hold one event each)
-    first, last = reads[marked[0]], reads[marked[-1]]
+    first, last = reads[first_i], reads[marks.rfind(1)]
     ends = [(first[0], 0, first[1][:-2], True), (last[0], 0, last[1][:-2], True)]
-    tokens = list(compress(range(k), other_marks))
-    if tokens:
+    marked_times = list(compress(map(_FIRST, reads), marks))
+    if any(other_marks):  # token events among the other reads: the first or last token may be one
+        tokens = list(compress(range(k), other_marks))
         ends += [(times[i], i, events[i], True) for i in (tokens[0], tokens[-1])]
         ends.sort()
-        parsed.token_ns = sorted([reads[i][0] for i in marked] + list(compress(times, other_marks)))
+        parsed.token_ns = sorted(marked_times + list(compress(times, other_marks)))
     else:
-        parsed.token_ns = [reads[i][0] for i in marked]
+        parsed.token_ns = marked_times
     items = [(times[i], i, events[i], False) for i in compress(range(k), map(not_, other_marks))]
     items += [ends[0]] if ends[0] == ends[-1] else [ends[0], ends[-1]]
     items.sort(key=_ORDER)
