@@ -18,9 +18,10 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Any
 
 import aiohttp
 
@@ -143,7 +144,7 @@ class Dispatcher:
     in_flight: set[asyncio.Task[RequestRecord]] = field(default_factory=set)
     records: list[RequestRecord] = field(default_factory=list)
     by_task: dict[asyncio.Task[RequestRecord], RequestRecord] = field(default_factory=dict)
-    active: int = 0  # requests between send and completion (the in_flight set lags by a callback)
+    active: int = 0  # requests started and not finished
     peak_in_flight: int = 0
     raw: RawClient | None = None  # `--http-client raw`: requests go through it instead of `session`
 
@@ -152,19 +153,19 @@ class Dispatcher:
         self._headers = request_headers(self.api_key, "")  # copied per request with its X-Request-Id
         self.waker = PreciseWaker(asyncio.get_running_loop())
 
-    async def _one(self, record: RequestRecord, path: str, body: bytes, due_ns: int) -> RequestRecord:
-        try:
-            if self.raw is not None:
-                return await self.raw.send(record, path, body, due_ns, self.waker.post_at)
-            assert self.session is not None
-            headers = {**self._headers, "X-Request-Id": record.x_request_id}
-            return await send_request(self.session, self.url_of(path), body, headers, record)
-        finally:
-            self.active -= 1
-            if self._slots is not None:
-                self._slots.release()
+    def _request(
+        self, record: RequestRecord, path: str, body: bytes, due_ns: int
+    ) -> Coroutine[Any, Any, RequestRecord]:
+        if self.raw is not None:
+            return self.raw.send(record, path, body, due_ns, self.waker.post_at)
+        assert self.session is not None
+        headers = {**self._headers, "X-Request-Id": record.x_request_id}
+        return send_request(self.session, self.url_of(path), body, headers, record)
 
     def _finished(self, task: asyncio.Task[RequestRecord]) -> None:
+        self.active -= 1
+        if self._slots is not None:
+            self._slots.release()
         self.in_flight.discard(task)
         self.on_done(self.by_task.pop(task))
 
@@ -187,7 +188,8 @@ class Dispatcher:
             if self._slots is not None:
                 self._slots.release()
             return False
-        task = asyncio.get_running_loop().create_task(self._one(record, path, body, due_ns if ahead else 0))
+        request = self._request(record, path, body, due_ns if ahead else 0)
+        task = asyncio.get_running_loop().create_task(request)
         self.by_task[task] = record
         self.records.append(record)
         self.in_flight.add(task)

@@ -118,9 +118,12 @@ def write_json(path: Path, obj: Any) -> None:
     atomic_write(path, json.dumps(_jsonable(obj), indent=2, sort_keys=False) + "\n")
 
 
+_LINE = json.JSONEncoder(separators=(",", ":"), default=str).encode  # one encoder for every line
+
+
 def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
     """Atomically write one JSON object per line (finite numbers only: per-request lines have no inf)."""
-    atomic_write(path, "".join(json.dumps(r, separators=(",", ":"), default=str) + "\n" for r in rows))
+    atomic_write(path, "".join(map("{}\n".format, map(_LINE, rows))))
 
 
 def _jsonable(obj: Any) -> Any:

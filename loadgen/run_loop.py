@@ -63,17 +63,18 @@ class Run:
                     self.account(finalize(record))
                 finally:
                     queue.task_done()
-                if queue.empty() or now() >= until:
-                    break
+                if queue.empty():
+                    break  # the next `get` yields to the event loop
+                if now() >= until:
+                    await asyncio.sleep(0)  # more is waiting: let reads and sends go first
+                    until = now() + FINISH_SLICE_NS
                 record = queue.get_nowait()
-            await asyncio.sleep(0)
 
     def account(self, record: RequestRecord) -> None:
         """Account a parsed request; stop the run when the error budget is exhausted."""
         met = bool(self.config.slo) and meets_slo(record, self.config.slo)
         if self.metrics is not None:
-            self.metrics.observe(record, met)
-            self.metrics.in_flight.set(self.dispatcher.active if self.dispatcher else 0)
+            self.metrics.observe(record, met)  # the in-flight gauge is the monitor's (4 times a second)
         if record.warmup or record.outcome == "cancelled":
             return
         self.finished += 1

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from itertools import repeat
+from itertools import chain, repeat
 from operator import sub, truediv
 from typing import Any
 
@@ -42,7 +42,7 @@ def describe(values: Iterable[float]) -> dict[str, float | int | None]:
         keys = ["mean", "std", "min", "max", *(f"p{q}" for q in PERCENTILES)]
         return {"count": 0, **dict.fromkeys(keys)}
     mean = math.fsum(data) / n
-    var = math.fsum((x - mean) ** 2 for x in data) / n
+    var = math.fsum(map(pow, map(sub, data, repeat(mean)), repeat(2))) / n
     out: dict[str, float | int | None] = {
         "count": n,
         "mean": mean,
@@ -143,7 +143,7 @@ def summarize(records: Sequence[RequestRecord], slo: dict[str, float]) -> dict[s
         "slo_met_requests": slo_met,
         "ttft_s": describe(v for r in ok if (v := ttft_s(r)) is not None),
         "tpot_s": describe(v for r in ok if (v := tpot_s(r)) is not None),
-        "itl_s": describe(v for r in ok for v in itls_s(r)),
+        "itl_s": describe(chain.from_iterable(map(itls_s, ok))),
         "e2e_s": describe(v for r in ok if (v := e2e_s(r)) is not None),
         "schedule_lag_s": describe(r.schedule_lag_ns / NS for r in measured),
     }
