@@ -117,6 +117,8 @@ class PreciseWaker:
         remaining = due_ns - time.perf_counter_ns()
         if remaining > AHEAD_NS + BATCH_NS:
             await asyncio.sleep((remaining - AHEAD_NS) / 1e9)
+        else:
+            await asyncio.sleep(0)  # reads that arrived meanwhile are stamped before the next request
 
     def close(self) -> None:
         """Stop the helper thread once the deadlines posted so far are served."""
