@@ -104,8 +104,13 @@ def test_batched_observe_exposes_the_same_series_as_one_observe_per_value() -> N
     one, batched = _metrics(), _metrics()
     for gap in gaps:
         one.itl.observe(gap)
+    gaps += [ITL_BUCKETS[i] for i in range(0, len(ITL_BUCKETS), 7)] + [0.0, ITL_BUCKETS[-1]]
+    for gap in gaps[502:]:
+        one.itl.observe(gap)
+    batched.itl.observe_many([])
     batched.itl.observe_many(gaps[:200])
-    batched.itl.observe_many(gaps[200:])
+    for start in range(200, len(gaps), 31):  # request-sized batches, values on bucket bounds included
+        batched.itl.observe_many(gaps[start : start + 31])
 
     def itl_lines(m: LiveMetrics) -> list[bytes]:
         return [x for x in generate_latest(m.registry).splitlines() if b"inter_token" in x]
