@@ -75,11 +75,11 @@ class _Conn(asyncio.Protocol):
         were to see the whole response before this thread gets the GIL back, right before). What is
         left when the socket buffer is full goes to the transport; a failure to the exchange's waiter."""
         loop = self.loop
-        record.sent_ns = time.perf_counter_ns()  # the stamp if the response were parsed before the next
         try:
             with _FD_LOCK:
-                if self.wfd < 0:
+                if self.wfd < 0:  # dropped (cancelled, failed): the record is not touched
                     raise ConnectionResetError("connection closed before the send")
+                record.sent_ns = time.perf_counter_ns()  # the stamp if the loop parsed the response first
                 try:
                     written = os.write(self.wfd, data)
                 except BlockingIOError:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 
 from loadgen.client import RequestRecord, finalize
 from loadgen.config import HTTP_CLIENTS, RunConfig
+from loadgen.dispatch import PreciseWaker
 from loadgen.rawhttp import RawClient
 from loadgen.runner import run_benchmark
 from tests.loadgen_servers import free_port
@@ -245,3 +247,33 @@ async def test_simulated_engine_chat_run(tmp_path: Path, http_client: str) -> No
     lines = [json.loads(x) for x in (result.result_dir / "requests.jsonl").read_text().splitlines()]
     assert len({len(x["itl_s"]) for x in lines}) == 1  # every stream framed alike
     assert len(lines[0]["itl_s"]) >= 63
+
+
+async def test_waker_thread_writes_at_the_send_time_and_never_after_a_cancel() -> None:
+    body = b"".join(_chunk(m) for m in _sse(2))
+    server = Scripted(writes(HEAD_CHUNKED + body + b"0\r\n\r\n"), writes(HEAD_CHUNKED + body + b"0\r\n\r\n"))
+    waker = PreciseWaker(asyncio.get_running_loop())
+    try:
+        async with scripted(server) as url:
+            client = _client(url)
+            await _send(client, 0)  # a keep-alive connection to ready the next requests on
+            due = time.perf_counter_ns() + 30_000_000
+            record = RequestRecord(1, "run-000001", False, due, 4, 3)
+            done = finalize(await client.send(record, "/v1/completions", b"{}", due, waker.post_at))
+            assert done.outcome == "ok"
+            assert due <= done.sent_ns < due + 20_000_000  # written by the thread at the send time
+            # cancelled before its send time: the thread finds the connection dropped and leaves it
+            due = time.perf_counter_ns() + 60_000_000
+            record = RequestRecord(2, "run-000002", False, due, 4, 3)
+            task = asyncio.ensure_future(client.send(record, "/v1/completions", b"{}", due, waker.post_at))
+            await asyncio.sleep(0.01)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            await asyncio.sleep(0.09)  # past the send time
+            assert finalize(record).outcome == "cancelled"
+            assert record.sent_ns == due  # the placeholder: never sent
+            assert len(server.requests) == 2
+            client.close()
+    finally:
+        waker.close()
