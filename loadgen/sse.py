@@ -228,7 +228,10 @@ def _parse_marked(reads: list[tuple[int, bytes]], marks: bytearray) -> ParsedStr
     times: list[int] = []
     events: list[bytes] = []
     if marks.find(0) >= 0:
-        found = fast_events(list(compress(reads, marks.translate(_INVERT))))
+        others = list(compress(reads, marks.translate(_INVERT)))
+        if not all(map(bytes.endswith, map(_SECOND, others), repeat(b"\n\n"))):
+            return None  # an event may span reads: a marked read must not sit inside one
+        found = fast_events(others)
         if found is None:
             return None
         times, events = found

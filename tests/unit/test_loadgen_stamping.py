@@ -170,3 +170,14 @@ def test_marks_out_of_step_with_the_reads_are_ignored() -> None:
     reads = _marked_reads(events, [1, 1])
     reads.append((5, b"data: [DONE]\n\n"))  # appended by another framing: no mark
     assert parse_stream(reads) == parse_general(list(reads))
+
+
+def test_a_marked_read_inside_an_event_split_across_reads_is_not_taken_for_a_token() -> None:
+    # the body is one event whose data spans three chunks; the middle chunk alone looks like a token event
+    events = [b'data: {"x":1}\n\ndata: {"y":', b'data: {"choices":[{"text":"a"}]}\n\n', b"2}\n\n"]
+    reads = _marked_reads(events, [1, 1, 1])
+    assert list(reads.marks) == [0, 1, 0]
+    with pytest.raises(ProtocolError):
+        parse_general(list(reads))
+    with pytest.raises(ProtocolError):
+        parse_stream(reads)
