@@ -261,7 +261,7 @@ async def test_waker_thread_writes_at_the_send_time_and_never_after_a_cancel() -
             record = RequestRecord(1, "run-000001", False, due, 4, 3)
             done = finalize(await client.send(record, "/v1/completions", b"{}", due, waker.post_at))
             assert done.outcome == "ok"
-            assert due <= done.sent_ns < due + 20_000_000  # written by the thread at the send time
+            assert due <= done.sent_ns < due + 50_000_000  # written by the thread at the send time
             # cancelled before its send time: the thread finds the connection dropped and leaves it
             due = time.perf_counter_ns() + 60_000_000
             record = RequestRecord(2, "run-000002", False, due, 4, 3)
