@@ -8,14 +8,8 @@ from pathlib import Path
 import pytest
 
 from loadgen.sse import ProtocolError, fast_events, parse_general, parse_stream, split_events
-from tests.conftest import GOLDEN_SGLANG, GOLDEN_VLLM
+from tests.conftest import GOLDEN_SGLANG, GOLDEN_SSE_STREAMS, GOLDEN_VLLM
 from tests.loadgen_servers import golden_body
-
-CAPTURES = [
-    d / f"sse_{n}.txt"
-    for d in (GOLDEN_VLLM, GOLDEN_SGLANG)
-    for n in ("completions", "chat", "completions_ignore_eos", "completions_continuous_usage")
-]
 
 
 def _reads(path: Path) -> list[tuple[int, bytes]]:
@@ -44,7 +38,7 @@ def _chunks_with_choices(path: Path) -> int:
     )
 
 
-@pytest.mark.parametrize("path", CAPTURES, ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize("path", GOLDEN_SSE_STREAMS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_golden_streams_count_one_token_chunk_per_completion_token(path: Path) -> None:
     parsed = parse_stream(_reads(path))
     assert parsed.done
@@ -99,7 +93,7 @@ def test_error_event_is_reported() -> None:
     assert parsed.error == "boom"
 
 
-@pytest.mark.parametrize("path", CAPTURES, ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize("path", GOLDEN_SSE_STREAMS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_fast_path_agrees_with_decoding_every_event(path: Path) -> None:
     reads = _reads(path)
     assert fast_events(reads) is not None  # the real engines' streams take the fast path

@@ -9,14 +9,8 @@ import pytest
 
 from loadgen.sse import ProtocolError, _parse_marked, parse_general, parse_stream
 from loadgen.stamping import ChunkedBody, Reads, _chunked_head
-from tests.conftest import GOLDEN_SGLANG, GOLDEN_VLLM
+from tests.conftest import GOLDEN_SSE_STREAMS
 from tests.loadgen_servers import golden_body
-
-SSE_CAPTURES = [
-    d / f"sse_{n}.txt"
-    for d in (GOLDEN_VLLM, GOLDEN_SGLANG)
-    for n in ("completions", "chat", "completions_ignore_eos", "completions_continuous_usage")
-]
 
 
 def _chunked(pieces: list[bytes], ext: bool = False) -> bytes:
@@ -116,7 +110,7 @@ def _golden_events(path: Path) -> list[bytes]:
     return [e + b"\n\n" for e in body.split(b"\n\n") if e.strip()]
 
 
-@pytest.mark.parametrize("path", SSE_CAPTURES, ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize("path", GOLDEN_SSE_STREAMS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_marked_reads_parse_as_decoding_every_event(path: Path) -> None:
     events = _golden_events(path)
     singles = _marked_reads(events, [1] * len(events))
