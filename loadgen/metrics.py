@@ -37,7 +37,9 @@ def log_buckets(low: float, high: float, per_decade: int = PER_DECADE) -> list[f
     return out
 
 
-LATENCY_BUCKETS = log_buckets(0.001, 300.0)
+# TTFT/E2E from 100 us: a fast local engine or a prefix-cache hit answers in under 1 ms, and
+# histogram_quantile interpolating from 0 in the first bucket is off by up to the bucket's width.
+LATENCY_BUCKETS = log_buckets(0.0001, 300.0)
 ITL_BUCKETS = log_buckets(0.0005, 5.0)
 LAG_BUCKETS = log_buckets(0.00001, 60.0, per_decade=8)
 

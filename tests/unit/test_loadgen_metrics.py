@@ -40,7 +40,7 @@ def test_observe_ok_and_failed_requests() -> None:
 
 
 def test_bucket_ranges_follow_the_contract() -> None:
-    assert LATENCY_BUCKETS[0] == 0.001
+    assert LATENCY_BUCKETS[0] == 0.0001  # sub-millisecond TTFTs (local engine, cache hit) stay inside
     assert LATENCY_BUCKETS[-1] >= 300
     assert ITL_BUCKETS[0] == 0.0005
     assert ITL_BUCKETS[-1] >= 5
@@ -59,9 +59,9 @@ def _histogram_quantile(q: float, bounds: list[float], values: list[float]) -> f
 
 def test_histogram_quantile_within_5_percent_of_exact() -> None:
     rng = random.Random(1)
-    for median, sigma in ((0.05, 0.5), (0.8, 1.0), (0.006, 0.3)):
+    for median, sigma in ((0.05, 0.5), (0.8, 1.0), (0.006, 0.3), (0.0009, 0.3)):
         values = sorted(rng.lognormvariate(0, sigma) * median for _ in range(3000))
-        bounds = ITL_BUCKETS if median < 0.01 else LATENCY_BUCKETS
+        bounds = ITL_BUCKETS if 0.001 < median < 0.01 else LATENCY_BUCKETS
         for q in (0.5, 0.9, 0.99):
             exact = percentile(values, q * 100)
             assert abs(_histogram_quantile(q, bounds, values) / exact - 1) < 0.05
