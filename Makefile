@@ -23,8 +23,11 @@ demo: $(STAMP)
 ## test: lint, type-check, then the whole test suite
 test: lint typecheck pytest
 
+LINTED := loadgen simengine exporter bench tests grafana
+
 lint: $(STAMP)
-	$(BIN)/ruff check loadgen simengine exporter bench tests grafana
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy loadgen simengine exporter grafana/dashgen

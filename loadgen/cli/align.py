@@ -17,8 +17,10 @@ def _check(a: str, b: str, results_dir: str, exporters: tuple[str | None, str | 
     from loadgen.results import RunNotFound
 
     try:
-        facts = [facts_from_url(x, e) if x.startswith(("http://", "https://"))
-                 else facts_from_run(results_dir, x) for x, e in zip((a, b), exporters, strict=True)]
+        facts = [
+            facts_from_url(x, e) if x.startswith(("http://", "https://")) else facts_from_run(results_dir, x)
+            for x, e in zip((a, b), exporters, strict=True)
+        ]
     except (RunNotFound, ConnectionError) as exc:
         click.echo(f"Error: {exc}", err=True)
         return 2
@@ -44,8 +46,14 @@ def _check(a: str, b: str, results_dir: str, exporters: tuple[str | None, str | 
 @click.option("--exporter-a", help="Exporter URL for engine A (its launch flags, e.g. for vLLM).")
 @click.option("--exporter-b", help="Exporter URL for engine B.")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def align(target: str | None, check: bool, results_dir: str, exporter_a: str | None,
-          exporter_b: str | None, args: tuple[str, ...]) -> None:
+def align(
+    target: str | None,
+    check: bool,
+    results_dir: str,
+    exporter_a: str | None,
+    exporter_b: str | None,
+    args: tuple[str, ...],
+) -> None:
     """`loadgen align vllm serve M --max-num-seqs 128 ...` or `loadgen align --check URL_A URL_B`."""
     if check:
         if len(args) != 2:

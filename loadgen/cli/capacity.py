@@ -30,12 +30,33 @@ OWN = ("slo", "kind", "start", "growth", "stop_factor", "max_steps", "max_time",
 
 def steps_table(result: CapacityResult) -> str:
     """Each step's load, objective value, verdict and headline figures."""
-    rows = [[str(s.index), s.phase, f"{s.load:g}", format_seconds(s.value), "yes" if s.met else "no",
-             f"{s.point.request_throughput:.2f}", f"{s.point.output_token_throughput:.1f}",
-             format_seconds(s.point.stat("e2e_s", "p99")), f"{s.point.error_rate * 100:.1f}%", s.point.run_id]
-            for s in result.steps]
-    head = ["step", "phase", "load", result.objective.spec().split("=")[0], "met", "req/s", "tok/s",
-            "E2E p99", "errors", "run_id"]
+    rows = [
+        [
+            str(s.index),
+            s.phase,
+            f"{s.load:g}",
+            format_seconds(s.value),
+            "yes" if s.met else "no",
+            f"{s.point.request_throughput:.2f}",
+            f"{s.point.output_token_throughput:.1f}",
+            format_seconds(s.point.stat("e2e_s", "p99")),
+            f"{s.point.error_rate * 100:.1f}%",
+            s.point.run_id,
+        ]
+        for s in result.steps
+    ]
+    head = [
+        "step",
+        "phase",
+        "load",
+        result.objective.spec().split("=")[0],
+        "met",
+        "req/s",
+        "tok/s",
+        "E2E p99",
+        "errors",
+        "run_id",
+    ]
     return render(head, rows)
 
 
@@ -44,20 +65,32 @@ def verdict(result: CapacityResult, unit: str) -> str:
     if result.best is None:
         return f"capacity at {result.objective.label}: none ({result.stop_reason})"
     best = result.best
-    return (f"capacity at {result.objective.label}: {unit} {best.load:g} "
-            f"({best.point.request_throughput:.2f} req/s, "
-            f"{best.point.output_token_throughput:.1f} output tok/s, "
-            f"{result.objective.stat} {format_seconds(best.value)}); stopped: {result.stop_reason}")
+    return (
+        f"capacity at {result.objective.label}: {unit} {best.load:g} "
+        f"({best.point.request_throughput:.2f} req/s, "
+        f"{best.point.output_token_throughput:.1f} output tok/s, "
+        f"{result.objective.stat} {format_seconds(best.value)}); stopped: {result.stop_reason}"
+    )
 
 
 @click.command(cls=OneLineErrors, context_settings=CONTEXT)
 @click.option("--slo", "slo", required=True, help="The objective, e.g. ttft_p99=300ms.")
-@click.option("--kind", type=click.Choice(("concurrency", "rate")), default="concurrency", show_default=True,
-              help="Search over concurrency (rate = inf) or over request rate.")
+@click.option(
+    "--kind",
+    type=click.Choice(("concurrency", "rate")),
+    default="concurrency",
+    show_default=True,
+    help="Search over concurrency (rate = inf) or over request rate.",
+)
 @click.option("--start", type=float, default=1.0, show_default=True, help="First load.")
 @click.option("--growth", type=float, default=1.10, show_default=True, help="Load factor per ramp step.")
-@click.option("--stop-factor", type=float, default=1.5, show_default=True,
-              help="The ramp stops once the statistic exceeds this multiple of the target.")
+@click.option(
+    "--stop-factor",
+    type=float,
+    default=1.5,
+    show_default=True,
+    help="The ramp stops once the statistic exceeds this multiple of the target.",
+)
 @click.option("--max-steps", type=int, default=30, show_default=True, help="Most runs in the search.")
 @click.option("--max-time", type=float, default=1800.0, show_default=True, help="Most seconds in the search.")
 @click.option("--resolution", type=float, help="Narrow until the bracket is this small (default 1 / 5%).")
@@ -76,16 +109,27 @@ def capacity(ctx: click.Context, **params: Any) -> None:
     if own["growth"] <= 1 or own["stop_factor"] < 1:
         raise click.UsageError("invalid --growth/--stop-factor: growth must be > 1 and stop factor >= 1")
     integer = own["kind"] == "concurrency"
-    settings = SearchSettings(start=own["start"], growth=own["growth"], stop_factor=own["stop_factor"],
-                              max_steps=own["max_steps"], max_time_s=own["max_time"], integer=integer,
-                              resolution=own["resolution"] or (1.0 if integer else own["start"] * 0.05))
+    settings = SearchSettings(
+        start=own["start"],
+        growth=own["growth"],
+        stop_factor=own["stop_factor"],
+        max_steps=own["max_steps"],
+        max_time_s=own["max_time"],
+        integer=integer,
+        resolution=own["resolution"] or (1.0 if integer else own["start"] * 0.05),
+    )
     experiment_id = new_experiment_id()
     base = base_config(run_params, list(ctx.args), experiment_id, [objective], own["kind"], own["start"])
-    state = ExperimentState(experiment_id, experiment_dir(base.results_dir, experiment_id), name="capacity",
-                            purpose=f"capacity at {objective.label} over {own['kind']}")
+    state = ExperimentState(
+        experiment_id,
+        experiment_dir(base.results_dir, experiment_id),
+        name="capacity",
+        purpose=f"capacity at {objective.label} over {own['kind']}",
+    )
     measure = make_measure(base, own["kind"], state, runner_for(run_params), "capacity", echo_err)
-    result = run_points(ctx, state, lambda: search_capacity(measure, objective, settings),
-                        lambda: "finished steps")
+    result = run_points(
+        ctx, state, lambda: search_capacity(measure, objective, settings), lambda: "finished steps"
+    )
     click.echo(f"experiment {experiment_id}: capacity search over {own['kind']}, {base.resolved_scenario}")
     click.echo(steps_table(result))
     click.echo(verdict(result, "concurrency" if integer else "rate"))

@@ -40,9 +40,16 @@ def diff(run_a: str, run_b: str, results_dir: str, top: int) -> None:
     except RunNotFound as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(2)
-    rows = [[r.label + (f" ({r.unit})" if r.unit not in ("", "s") else ""), _num(r.a, r.unit),
-             _num(r.b, r.unit), _num(r.delta, r.unit), "-" if r.delta_pct is None else f"{r.delta_pct:+.1f}%"]
-            for r in metric_rows(a.summary, b.summary)]
+    rows = [
+        [
+            r.label + (f" ({r.unit})" if r.unit not in ("", "s") else ""),
+            _num(r.a, r.unit),
+            _num(r.b, r.unit),
+            _num(r.delta, r.unit),
+            "-" if r.delta_pct is None else f"{r.delta_pct:+.1f}%",
+        ]
+        for r in metric_rows(a.summary, b.summary)
+    ]
     click.echo(render(["metric", f"A {run_a}", f"B {run_b}", "delta", "delta %"], rows))
     for warning in workload_warnings(a.manifest, b.manifest):
         click.echo(f"warning: {warning}")
@@ -53,9 +60,13 @@ def diff(run_a: str, run_b: str, results_dir: str, top: int) -> None:
         click.echo("manifests: no differences that could explain a gap (same engine, flags, workload, host)")
         return
     click.echo(f"manifest differences ({len(diffs)}), most likely explanation first:")
-    click.echo(render(["#", "key", "A", "B", "likelihood"],
-                      [[str(i), d.key, _short(d.a), _short(d.b), f"{d.score:.2f}"]
-                       for i, d in enumerate(shown, 1)], left=(1, 2, 3)))
+    click.echo(
+        render(
+            ["#", "key", "A", "B", "likelihood"],
+            [[str(i), d.key, _short(d.a), _short(d.b), f"{d.score:.2f}"] for i, d in enumerate(shown, 1)],
+            left=(1, 2, 3),
+        )
+    )
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -42,8 +42,15 @@ def _status_table(plan: Plan, state: ExperimentState) -> str:
         cache = entry.get("cache") or {}
         flushed = cache.get("flushed")
         cleared = "yes" if flushed is True else "NO" if flushed is False else "-"
-        rows.append([spec.key, entry.get("status", "pending"), entry.get("run_id") or "-",
-                     f"{cleared} ({cache.get('method') or '-'})", (entry.get("error") or "")[:60]])
+        rows.append(
+            [
+                spec.key,
+                entry.get("status", "pending"),
+                entry.get("run_id") or "-",
+                f"{cleared} ({cache.get('method') or '-'})",
+                (entry.get("error") or "")[:60],
+            ]
+        )
     return render(["run", "status", "run_id", "cache cleared", "error"], rows, left=(0, 1, 2, 3, 4))
 
 

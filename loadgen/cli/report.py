@@ -43,8 +43,15 @@ def _recorded_objective(records: list) -> Objective | None:
 @click.option("--cost-per-hour", type=float, help="Price of the serving hardware per hour (any currency).")
 @click.option("--title", help="Report title (default: the ids).")
 @click.option("--purpose", help="Purpose line (default: the experiment's).")
-def report(ids: tuple[str, ...], results_dir: str, out_dir: str | None, slo: str | None,
-           cost_per_hour: float | None, title: str | None, purpose: str | None) -> None:
+def report(
+    ids: tuple[str, ...],
+    results_dir: str,
+    out_dir: str | None,
+    slo: str | None,
+    cost_per_hour: float | None,
+    title: str | None,
+    purpose: str | None,
+) -> None:
     """Write report.md + results.csv + PNG charts for runs and/or experiments."""
     from loadgen.experiments.report import ReportOptions, write_report
     from loadgen.results import RunNotFound
@@ -66,9 +73,13 @@ def report(ids: tuple[str, ...], results_dir: str, out_dir: str | None, slo: str
     if objective is None:
         objective = _recorded_objective(records)
     out = Path(out_dir) if out_dir else Path(results_dir) / "reports" / ids[0]
-    options = ReportOptions(title=title or ", ".join(ids), purpose=purpose or found_purpose,
-                            experiment_ids=tuple(experiments), objective=objective,
-                            cost_per_hour=cost_per_hour)
+    options = ReportOptions(
+        title=title or ", ".join(ids),
+        purpose=purpose or found_purpose,
+        experiment_ids=tuple(experiments),
+        objective=objective,
+        cost_per_hour=cost_per_hour,
+    )
     path = write_report(records, out, options)
     click.echo(f"report: {path} (+ results.csv and charts in {out}/)")
 

@@ -37,16 +37,20 @@ def summary_lines(points: list[Point], objectives: list[Objective], threshold: f
     if knee is None:
         lines = ["knee: not reached (throughput still grows with load)"]
     else:
-        lines = [f"knee: {unit} {knee.load:g} ({knee.throughput:.2f} req/s; "
-                 f"next step's elasticity {knee.elasticity_after:.2f})"]
+        lines = [
+            f"knee: {unit} {knee.load:g} ({knee.throughput:.2f} req/s; "
+            f"next step's elasticity {knee.elasticity_after:.2f})"
+        ]
     lines.append(f"knee method: {KNEE_METHOD.format(threshold=threshold)}")
     for objective in objectives:
         sla = throughput_at_sla(points, objective)
         if sla.load is None:
             lines.append(f"throughput at SLO {objective.label}: none ({sla.how})")
             continue
-        lines.append(f"throughput at SLO {objective.label}: {sla.request_throughput:.2f} req/s, "
-                     f"{sla.output_token_throughput:.1f} output tok/s at {unit} {sla.load:.3g} ({sla.how})")
+        lines.append(
+            f"throughput at SLO {objective.label}: {sla.request_throughput:.2f} req/s, "
+            f"{sla.output_token_throughput:.1f} output tok/s at {unit} {sla.load:.3g} ({sla.how})"
+        )
     return lines
 
 
@@ -54,8 +58,13 @@ def summary_lines(points: list[Point], objectives: list[Objective], threshold: f
 @click.option("--concurrency", help="Comma-separated concurrencies, e.g. 1,8,16,32,64 (rate = inf).")
 @click.option("--rate", "rate_list", help="Comma-separated request rates (req/s), e.g. 1,2,4,8,16.")
 @click.option("--slo", multiple=True, help="Latency objective, e.g. e2e_p99=500ms (repeatable).")
-@click.option("--knee-threshold", type=float, default=0.2, show_default=True,
-              help="Elasticity below which throughput counts as no longer growing.")
+@click.option(
+    "--knee-threshold",
+    type=float,
+    default=0.2,
+    show_default=True,
+    help="Elasticity below which throughput counts as no longer growing.",
+)
 @click.pass_context
 def sweep(ctx: click.Context, **params: Any) -> None:
     """Sweep the load: `loadgen sweep --concurrency 1,8,16 --slo e2e_p99=500ms` (+ `loadgen run` options)."""
@@ -70,12 +79,17 @@ def sweep(ctx: click.Context, **params: Any) -> None:
         raise click.UsageError(str(exc)) from None
     experiment_id = new_experiment_id()
     base = base_config(run_params, list(ctx.args), experiment_id, objectives, kind, loads[0])
-    state = ExperimentState(experiment_id, experiment_dir(base.results_dir, experiment_id), name="sweep",
-                            purpose=f"{kind} sweep {','.join(f'{v:g}' for v in loads)}")
+    state = ExperimentState(
+        experiment_id,
+        experiment_dir(base.results_dir, experiment_id),
+        name="sweep",
+        purpose=f"{kind} sweep {','.join(f'{v:g}' for v in loads)}",
+    )
     measure = make_measure(base, kind, state, runner_for(run_params), "sweep", echo_err)
     points: list[Point] = []
-    run_points(ctx, state, lambda: points.extend(measure(load) for load in loads),
-               lambda: f"{len(points)} points")
+    run_points(
+        ctx, state, lambda: points.extend(measure(load) for load in loads), lambda: f"{len(points)} points"
+    )
     click.echo(f"experiment {experiment_id}: {kind} sweep, {base.resolved_scenario}, seed {base.seed}")
     click.echo(points_table(points))
     click.echo("\n".join(summary_lines(points, objectives, own["knee_threshold"])))

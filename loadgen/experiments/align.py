@@ -26,8 +26,17 @@ LAUNCHERS = {"vllm": ["vllm", "serve"], "sglang": ["python", "-m", "sglang.launc
 MODEL_FLAG = {"vllm": None, "sglang": "--model-path"}
 OTHER = {"vllm": "sglang", "sglang": "vllm", "simengine": "sglang"}
 # Flags both engines spell the same way and mean the same thing.
-PASS_THROUGH = ("host", "port", "served_model_name", "trust_remote_code", "revision", "api_key",
-                "tokenizer", "download_dir", "load_format")
+PASS_THROUGH = (
+    "host",
+    "port",
+    "served_model_name",
+    "trust_remote_code",
+    "revision",
+    "api_key",
+    "tokenizer",
+    "download_dir",
+    "load_format",
+)
 SECRET = ("api_key",)
 # 'auto' defaults each engine derives by its own rule (GPU memory, model), so they rarely agree.
 DECIDED_DIFFERENTLY = ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization")
@@ -36,16 +45,23 @@ APPROXIMATE: dict[str, str] = {
     "gpu_memory_utilization": (
         "vLLM's --gpu-memory-utilization bounds the whole instance (weights, activations, KV cache) "
         "as a fraction of total GPU memory; SGLang's --mem-fraction-static covers only the static "
-        "pool (weights + KV cache), so the same value gives different KV capacity"),
-    "block_size": ("vLLM's --block-size (KV block, default 16) and SGLang's --page-size (default 1) "
-                   "set the same granularity but trade fragmentation differently"),
+        "pool (weights + KV cache), so the same value gives different KV capacity"
+    ),
+    "block_size": (
+        "vLLM's --block-size (KV block, default 16) and SGLang's --page-size (default 1) "
+        "set the same granularity but trade fragmentation differently"
+    ),
     "max_num_batched_tokens": (
         "vLLM's --max-num-batched-tokens is a per-step budget for prefill + decode tokens; SGLang's "
-        "--chunked-prefill-size only caps the prefill chunk"),
-    "chunked_prefill": ("SGLang has no on/off switch for chunked prefill: on is its default, off is "
-                        "--chunked-prefill-size -1"),
-    "prefix_caching": ("vLLM's automatic prefix caching (hashed blocks) and SGLang's RadixAttention "
-                       "share prefixes differently; both are on by default"),
+        "--chunked-prefill-size only caps the prefill chunk"
+    ),
+    "chunked_prefill": (
+        "SGLang has no on/off switch for chunked prefill: on is its default, off is --chunked-prefill-size -1"
+    ),
+    "prefix_caching": (
+        "vLLM's automatic prefix caching (hashed blocks) and SGLang's RadixAttention "
+        "share prefixes differently; both are on by default"
+    ),
     "seed": "SGLang's --random-seed is random per launch unless set",
 }
 
@@ -90,8 +106,7 @@ def _unmapped(source: str, args: Mapping[str, Any], target: str) -> list[str]:
     mapped = {flag.dest for flag in FLAG_TABLE[source].values()} | set(PASS_THROUGH) | {"model", "model_path"}
     if source == "sglang":
         mapped |= {"disable_radix_cache", "chunked_prefill_size"}
-    return [f"{_flag_spelling(dest)}: no {target} equivalent; dropped"
-            for dest in args if dest not in mapped]
+    return [f"{_flag_spelling(dest)}: no {target} equivalent; dropped" for dest in args if dest not in mapped]
 
 
 def _default_gaps(source: str, target: str, sources: Mapping[str, str]) -> list[str]:
@@ -102,8 +117,10 @@ def _default_gaps(source: str, target: str, sources: Mapping[str, str]) -> list[
         a, b = DEFAULTS[source][key], DEFAULTS[target][key]
         if a != b or (a == AUTO and key in DECIDED_DIFFERENTLY):
             why = " (each engine decides 'auto' its own way)" if AUTO in (a, b) else ""
-            out.append(f"{key} not set: {source} default {a}, {target} default {b}{why}; "
-                       "set it on both to compare like with like")
+            out.append(
+                f"{key} not set: {source} default {a}, {target} default {b}{why}; "
+                "set it on both to compare like with like"
+            )
     return out
 
 
@@ -111,8 +128,10 @@ def translate(argv: Sequence[str], target: str | None = None) -> Translation:
     """Translate a vLLM/SGLang/simengine launch line to the other engine's spelling."""
     source, args = parse_cmdline(list(argv))
     if source is None:
-        raise AlignError(f"not a vLLM or SGLang launch line: {shlex.join(argv)!r} "
-                         "(expected `vllm serve MODEL ...` or `python -m sglang.launch_server ...`)")
+        raise AlignError(
+            f"not a vLLM or SGLang launch line: {shlex.join(argv)!r} "
+            "(expected `vllm serve MODEL ...` or `python -m sglang.launch_server ...`)"
+        )
     target = target or OTHER[source]
     if target not in LAUNCHERS:
         raise AlignError(f"invalid target engine {target!r}; choose from {', '.join(LAUNCHERS)}")

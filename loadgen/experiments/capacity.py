@@ -81,8 +81,9 @@ def _midpoint(low: float, high: float, settings: SearchSettings) -> float | None
 
 
 class _Search:
-    def __init__(self, measure: Measure, objective: Objective, settings: SearchSettings,
-                 clock: Callable[[], float]) -> None:
+    def __init__(
+        self, measure: Measure, objective: Objective, settings: SearchSettings, clock: Callable[[], float]
+    ) -> None:
         self.measure, self.settings, self.clock = measure, settings, clock
         self.result = CapacityResult(objective=objective)
         self.deadline = clock() + settings.max_time_s
@@ -132,8 +133,12 @@ class _Search:
             self.step(mid, "narrow")
 
 
-def search_capacity(measure: Measure, objective: Objective, settings: SearchSettings | None = None,
-                    clock: Callable[[], float] = time.monotonic) -> CapacityResult:
+def search_capacity(
+    measure: Measure,
+    objective: Objective,
+    settings: SearchSettings | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> CapacityResult:
     """Run the ramp-then-narrow search; `measure(load)` runs one load and returns its Point."""
     search = _Search(measure, objective, settings or SearchSettings(), clock)
     reason = search.ramp()

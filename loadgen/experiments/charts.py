@@ -43,12 +43,22 @@ def throughput_vs_latency(series: list[Series], path: Path, objective: Objective
         xs = [p.stat(key, "p99") or 0.0 for p in points]
         ax.plot(xs, [p.output_token_throughput for p in points], marker="o", label=s.label)
         for p, x in zip(points, xs, strict=True):
-            ax.annotate(f"{p.load:g}", (x, p.output_token_throughput), textcoords="offset points",
-                        xytext=(4, 4), fontsize=8)
+            ax.annotate(
+                f"{p.load:g}",
+                (x, p.output_token_throughput),
+                textcoords="offset points",
+                xytext=(4, 4),
+                fontsize=8,
+            )
     if objective is not None and objective.stat == "p99":
         ax.axvline(objective.limit_s, color="red", linestyle="--", label=f"SLA: {objective.label}")
-    _style(ax, f"Throughput vs P99 {name} latency (labels: load; up and to the left is better)",
-           f"P99 {name} latency (s)", "output token throughput (tokens/s)", legend_size=8)
+    _style(
+        ax,
+        f"Throughput vs P99 {name} latency (labels: load; up and to the left is better)",
+        f"P99 {name} latency (s)",
+        "output token throughput (tokens/s)",
+        legend_size=8,
+    )
     return _finish(fig, path)
 
 
@@ -64,8 +74,13 @@ def latency_vs_load(series: list[Series], path: Path, objective: Objective | Non
                 ys = [p.stat(key, stat) for p in points]
                 pairs = [(p.load, y) for p, y in zip(points, ys, strict=True) if y is not None]
                 if pairs:
-                    ax.plot(*zip(*pairs, strict=True), linestyle=style, marker=".", color=color,
-                            label=f"{s.label} {stat}")
+                    ax.plot(
+                        *zip(*pairs, strict=True),
+                        linestyle=style,
+                        marker=".",
+                        color=color,
+                        label=f"{s.label} {stat}",
+                    )
         if objective is not None and objective.summary_key == key:
             ax.axhline(objective.limit_s, color="red", linestyle="--", label=f"SLA: {objective.label}")
         loads = [p.load for s in series for p in s.points() if p.load > 0]
@@ -96,8 +111,10 @@ def distributions(series: list[Series], path: Path, objective: Objective | None)
             axes[1].hist([v * 1000 for v in tpot], bins=30, histtype="step", linewidth=1.5, label=label)
     if objective is not None and objective.metric == "ttft":
         axes[0].axvline(objective.limit_s, color="red", linestyle="--", label=f"SLA: {objective.label}")
-    for ax, title, unit in ((axes[0], "TTFT distribution", "TTFT (s)"),
-                            (axes[1], "TPOT distribution", "TPOT (ms per token)")):
+    for ax, title, unit in (
+        (axes[0], "TTFT distribution", "TTFT (s)"),
+        (axes[1], "TPOT distribution", "TPOT (ms per token)"),
+    ):
         legend_size = 7 if ax.get_legend_handles_labels()[0] else None
         _style(ax, f"{title} (highest load of each series)", unit, "requests", legend_size=legend_size)
     return _finish(fig, path)

@@ -38,8 +38,14 @@ def split_params(params: dict[str, Any], own: tuple[str, ...]) -> tuple[dict[str
     return mine, {k: v for k, v in params.items() if k not in own}
 
 
-def base_config(run_params: dict[str, Any], extra: list[str], experiment_id: str,
-                objectives: list[Objective], kind: str, first_load: float) -> RunConfig:
+def base_config(
+    run_params: dict[str, Any],
+    extra: list[str],
+    experiment_id: str,
+    objectives: list[Objective],
+    kind: str,
+    first_load: float,
+) -> RunConfig:
     """The RunConfig every point starts from: linger 0 unless given; the objectives' limits become
     the per-request goodput SLO (a request counts when its TTFT/TPOT/E2E is within the limit)."""
     if run_params.get("linger") is None:
@@ -66,7 +72,6 @@ def runner_for(run_params: dict[str, Any]) -> Callable[[RunConfig], Any]:
 def echo_err(message: str) -> None:
     """Progress lines go to stderr so stdout holds the tables."""
     click.echo(message, err=True)
-
 
 
 def run_points(

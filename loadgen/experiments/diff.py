@@ -26,27 +26,79 @@ METRICS: tuple[tuple[str, str, str, str], ...] = (
 )
 
 # Keys that differ between any two runs and explain nothing.
-IGNORED_SUFFIXES = ("run_id", "started_at", "ended_at", "partial", "experiment_id", "collected_at",
-                    "results_dir", "pid", "duration_s", "partial_reason")
+IGNORED_SUFFIXES = (
+    "run_id",
+    "started_at",
+    "ended_at",
+    "partial",
+    "experiment_id",
+    "collected_at",
+    "results_dir",
+    "pid",
+    "duration_s",
+    "partial_reason",
+)
 IGNORED_PREFIXES = ("experiment.",)
 # Exporter checks (throttling, leftover GPU processes, persistence mode, ...) explain variance.
 CHECKS_WEIGHT = 0.65
 
 # Prior weight by the key's last component (or a dotted tail), highest = most likely cause.
 WEIGHTS: dict[str, float] = {
-    "max_num_seqs": 1.0, "max_running_requests": 1.0, "fingerprint": 0.95, "tensor_parallel_size": 0.95,
-    "tp_size": 0.95, "model": 0.93, "engine.engine": 0.92, "quantization": 0.9, "name": 0.9,
-    "max_concurrency": 0.9, "rate": 0.9, "input_len": 0.9, "output_len": 0.9, "num_prompts": 0.8,
-    "workload": 0.85, "profile": 0.85, "dataset": 0.85, "arrival": 0.85, "burstiness": 0.8,
-    "kv_cache_dtype": 0.85, "dtype": 0.8, "interconnect": 0.85, "version": 0.8, "count": 0.85,
-    "prefix_caching": 0.75, "enable_prefix_caching": 0.75, "disable_radix_cache": 0.75,
-    "flushed": 0.7, "chunked_prefill": 0.7, "enable_chunked_prefill": 0.7, "chunked_prefill_size": 0.7,
-    "max_num_batched_tokens": 0.7, "gpu_memory_utilization": 0.7, "mem_fraction_static": 0.7,
-    "clock_locks": 0.65, "clocks": 0.6, "power_limit_w": 0.6, "persistence_mode": 0.4,
-    "time_scale": 0.9, "seed": 0.6, "driver_version": 0.6, "cuda_version": 0.6,
-    "block_size": 0.5, "page_size": 0.5, "max_model_len": 0.5, "context_length": 0.5,
-    "cpu_model": 0.4, "cpu_count": 0.4, "hostname": 0.3, "python": 0.2, "git_sha": 0.2,
-    "base_url": 0.15, "method": 0.3, "detail": 0.1, "tool.version": 0.2,
+    "max_num_seqs": 1.0,
+    "max_running_requests": 1.0,
+    "fingerprint": 0.95,
+    "tensor_parallel_size": 0.95,
+    "tp_size": 0.95,
+    "model": 0.93,
+    "engine.engine": 0.92,
+    "quantization": 0.9,
+    "name": 0.9,
+    "max_concurrency": 0.9,
+    "rate": 0.9,
+    "input_len": 0.9,
+    "output_len": 0.9,
+    "num_prompts": 0.8,
+    "workload": 0.85,
+    "profile": 0.85,
+    "dataset": 0.85,
+    "arrival": 0.85,
+    "burstiness": 0.8,
+    "kv_cache_dtype": 0.85,
+    "dtype": 0.8,
+    "interconnect": 0.85,
+    "version": 0.8,
+    "count": 0.85,
+    "prefix_caching": 0.75,
+    "enable_prefix_caching": 0.75,
+    "disable_radix_cache": 0.75,
+    "flushed": 0.7,
+    "chunked_prefill": 0.7,
+    "enable_chunked_prefill": 0.7,
+    "chunked_prefill_size": 0.7,
+    "max_num_batched_tokens": 0.7,
+    "gpu_memory_utilization": 0.7,
+    "mem_fraction_static": 0.7,
+    "clock_locks": 0.65,
+    "clocks": 0.6,
+    "power_limit_w": 0.6,
+    "persistence_mode": 0.4,
+    "time_scale": 0.9,
+    "seed": 0.6,
+    "driver_version": 0.6,
+    "cuda_version": 0.6,
+    "block_size": 0.5,
+    "page_size": 0.5,
+    "max_model_len": 0.5,
+    "context_length": 0.5,
+    "cpu_model": 0.4,
+    "cpu_count": 0.4,
+    "hostname": 0.3,
+    "python": 0.2,
+    "git_sha": 0.2,
+    "base_url": 0.15,
+    "method": 0.3,
+    "detail": 0.1,
+    "tool.version": 0.2,
 }
 SECTION_FACTOR = {"engine.params": 1.0, "engine.server_args": 0.9, "config": 0.88, "exporter": 0.85}
 DEFAULT_WEIGHT = 0.1
@@ -84,8 +136,10 @@ class Difference:
 
 def metric_rows(summary_a: dict[str, Any], summary_b: dict[str, Any]) -> list[MetricRow]:
     """Side-by-side rows for the metrics every run reports."""
-    return [MetricRow(label, unit, _metric(summary_a, key, stat), _metric(summary_b, key, stat))
-            for label, key, stat, unit in METRICS]
+    return [
+        MetricRow(label, unit, _metric(summary_a, key, stat), _metric(summary_b, key, stat))
+        for label, key, stat, unit in METRICS
+    ]
 
 
 def _metric(summary: dict[str, Any], key: str, stat: str) -> float | None:
@@ -154,8 +208,10 @@ def workload_warnings(manifest_a: dict[str, Any], manifest_b: dict[str, Any]) ->
     fa = (manifest_a.get("workload") or {}).get("fingerprint")
     fb = (manifest_b.get("workload") or {}).get("fingerprint")
     if fa != fb:
-        warnings.append(f"the runs used different workloads (fingerprint {fa} vs {fb}): "
-                        "the free variables are not identical, so the gap may come from the load itself")
+        warnings.append(
+            f"the runs used different workloads (fingerprint {fa} vs {fb}): "
+            "the free variables are not identical, so the gap may come from the load itself"
+        )
     for name, manifest in (("A", manifest_a), ("B", manifest_b)):
         if (manifest.get("cache") or {}).get("flushed") is False:
             warnings.append(f"run {name}'s prefix cache could not be cleared before it ran")

@@ -56,8 +56,11 @@ def _port(url: str | None) -> int | None:
 
 def _flag_port(cmdline: list[str]) -> int | None:
     for i, token in enumerate(cmdline):
-        value = token.split("=", 1)[1] if token.startswith("--port=") else (
-            cmdline[i + 1] if token == "--port" and i + 1 < len(cmdline) else None)
+        value = (
+            token.split("=", 1)[1]
+            if token.startswith("--port=")
+            else (cmdline[i + 1] if token == "--port" and i + 1 < len(cmdline) else None)
+        )
         if value is not None and value.isdigit():
             return int(value)
     return None
@@ -83,8 +86,14 @@ def facts_from_run(results_dir: str, run_id: str) -> EngineFacts:
     engine = manifest.get("engine") or {}
     exporter_engines = (manifest.get("exporter") or {}).get("engines") or []
     params = engine.get("params") or (exporter_engines[0].get("params") if exporter_engines else {}) or {}
-    return EngineFacts(run_id, engine.get("engine"), engine.get("version"), engine.get("model"),
-                       dict(params), f"run {run_id} manifest")
+    return EngineFacts(
+        run_id,
+        engine.get("engine"),
+        engine.get("version"),
+        engine.get("model"),
+        dict(params),
+        f"run {run_id} manifest",
+    )
 
 
 def identity_differences(a: EngineFacts, b: EngineFacts) -> list[tuple[str, Any, Any]]:

@@ -33,9 +33,17 @@ class RunSpec:
 
     def point(self) -> dict[str, Any]:
         """The experiment coordinates recorded in the run's manifest."""
-        return {"phase": self.phase, "phase_kind": self.phase_kind, "engine": self.engine,
-                "variant": self.variant, "params": self.params, "workload": self.workload,
-                self.load_kind: self.load, "load_kind": self.load_kind, "repetition": self.repetition}
+        return {
+            "phase": self.phase,
+            "phase_kind": self.phase_kind,
+            "engine": self.engine,
+            "variant": self.variant,
+            "params": self.params,
+            "workload": self.workload,
+            self.load_kind: self.load,
+            "load_kind": self.load_kind,
+            "repetition": self.repetition,
+        }
 
 
 def variants(engine: EngineSpec, phase: PhaseSpec) -> list[tuple[str, dict[str, Any]]]:
@@ -75,30 +83,67 @@ def expand(plan: Plan) -> list[RunSpec]:
             engine = plan.engines[engine_name]
             for label, params in variants(engine, phase):
                 for workload in phase.workloads:
-                    settings = {**EXPERIMENT_DEFAULTS, **slo_settings(plan), **plan.settings,
-                                **plan.workloads[workload], **phase.settings}
+                    settings = {
+                        **EXPERIMENT_DEFAULTS,
+                        **slo_settings(plan),
+                        **plan.settings,
+                        **plan.workloads[workload],
+                        **phase.settings,
+                    }
                     for rep in range(1, phase.repetitions + 1):
                         for load in phase.loads:
-                            key = (f"{phase.name}/{engine_name}/{label}/{workload}/"
-                                   f"{phase.load_kind}={_fmt(load)}/rep{rep}")
-                            runs.append(RunSpec(key, phase.name, phase.kind, engine_name, label, params,
-                                                workload, phase.load_kind, load, rep, settings))
+                            key = (
+                                f"{phase.name}/{engine_name}/{label}/{workload}/"
+                                f"{phase.load_kind}={_fmt(load)}/rep{rep}"
+                            )
+                            runs.append(
+                                RunSpec(
+                                    key,
+                                    phase.name,
+                                    phase.kind,
+                                    engine_name,
+                                    label,
+                                    params,
+                                    workload,
+                                    phase.load_kind,
+                                    load,
+                                    rep,
+                                    settings,
+                                )
+                            )
     return runs
 
 
-def build_config(spec: RunSpec, *, target: str, base_url: str, results_dir: str,
-                 experiment_id: str, extra_manifest: dict[str, Any], api_key: str | None = None) -> RunConfig:
+def build_config(
+    spec: RunSpec,
+    *,
+    target: str,
+    base_url: str,
+    results_dir: str,
+    experiment_id: str,
+    extra_manifest: dict[str, Any],
+    api_key: str | None = None,
+) -> RunConfig:
     """The RunConfig of one run: plan settings plus the runner's per-run fields (the API key comes
     from the command line's environment, never from the plan file)."""
     load_fields: dict[str, Any] = (
-        {"max_concurrency": int(spec.load), "rate": math.inf} if spec.load_kind == "concurrency"
+        {"max_concurrency": int(spec.load), "rate": math.inf}
+        if spec.load_kind == "concurrency"
         else {"rate": spec.load}
     )
-    return RunConfig(**{
-        **spec.settings, **load_fields, "target": target, "base_url": base_url,
-        "results_dir": results_dir, "experiment_id": experiment_id,
-        "scenario": f"{spec.phase}-{spec.workload}", "extra_manifest": extra_manifest, "api_key": api_key,
-    })
+    return RunConfig(
+        **{
+            **spec.settings,
+            **load_fields,
+            "target": target,
+            "base_url": base_url,
+            "results_dir": results_dir,
+            "experiment_id": experiment_id,
+            "scenario": f"{spec.phase}-{spec.workload}",
+            "extra_manifest": extra_manifest,
+            "api_key": api_key,
+        }
+    )
 
 
 def check_configs(plan: Plan, runs: list[RunSpec]) -> list[str]:
@@ -107,8 +152,14 @@ def check_configs(plan: Plan, runs: list[RunSpec]) -> list[str]:
     lines = {phase.name: phase.line for phase in plan.phases}
     for spec in runs:
         try:
-            build_config(spec, target=plan.engines[spec.engine].target, base_url="http://127.0.0.1:1",
-                         results_dir=plan.results_dir, experiment_id="check", extra_manifest={})
+            build_config(
+                spec,
+                target=plan.engines[spec.engine].target,
+                base_url="http://127.0.0.1:1",
+                results_dir=plan.results_dir,
+                experiment_id="check",
+                extra_manifest={},
+            )
         except (ConfigError, TypeError) as exc:
             message = f"{plan.source}:{lines[spec.phase]}: run {spec.key}: {exc}"
             if message not in problems:

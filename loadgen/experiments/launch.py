@@ -76,11 +76,17 @@ class LaunchedEngine:
             stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
             log.write(f"\n# {stamp} {redact_argv(self.argv)}\n".encode())
             try:
-                self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT,
-                                             env={**os.environ, **self.spec.env}, start_new_session=True)
+                self.proc = subprocess.Popen(
+                    self.argv,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env={**os.environ, **self.spec.env},
+                    start_new_session=True,
+                )
             except OSError as exc:
-                raise EngineFailed(f"cannot start engine {self.spec.name!r}: {exc.strerror}: "
-                                   f"{self.argv[0]!r}") from None
+                raise EngineFailed(
+                    f"cannot start engine {self.spec.name!r}: {exc.strerror}: {self.argv[0]!r}"
+                ) from None
         self._wait_healthy()
         return self.base_url
 
@@ -91,14 +97,18 @@ class LaunchedEngine:
         while time.monotonic() < deadline:
             code = self.proc.poll()
             if code is not None:
-                raise EngineFailed(f"engine {self.spec.name!r} exited with code {code} before it became "
-                                   f"healthy; see {self.log_path}")
+                raise EngineFailed(
+                    f"engine {self.spec.name!r} exited with code {code} before it became "
+                    f"healthy; see {self.log_path}"
+                )
             if _healthy(url):
                 return
             time.sleep(POLL_S)
         self.stop()
-        raise EngineFailed(f"engine {self.spec.name!r} not healthy at {url} after "
-                           f"{self.spec.health_timeout_s:g} s (health_timeout_s); see {self.log_path}")
+        raise EngineFailed(
+            f"engine {self.spec.name!r} not healthy at {url} after "
+            f"{self.spec.health_timeout_s:g} s (health_timeout_s); see {self.log_path}"
+        )
 
     def stop(self) -> None:
         """SIGTERM the engine's process group, SIGKILL after a grace period."""

@@ -33,8 +33,9 @@ def parse_loads(text: str, kind: str) -> list[float]:
 
 def config_at(base: RunConfig, kind: str, load: float, extra: dict[str, Any]) -> RunConfig:
     """The base config at one load: concurrency at an infinite rate, or a request rate."""
-    fields: dict[str, Any] = ({"max_concurrency": int(load), "rate": math.inf} if kind == "concurrency"
-                              else {"rate": load})
+    fields: dict[str, Any] = (
+        {"max_concurrency": int(load), "rate": math.inf} if kind == "concurrency" else {"rate": load}
+    )
     return dataclasses.replace(base, **fields, extra_manifest={**base.extra_manifest, **extra})
 
 
@@ -52,9 +53,11 @@ def _default_url(target: str) -> str:
     return get_target(target).default_base_url or ""
 
 
-def make_measure(base: RunConfig, kind: str, state: ExperimentState, run_fn: RunFn, what: str,
-                 log: Callable[[str], None]) -> Callable[[float], Point]:
+def make_measure(
+    base: RunConfig, kind: str, state: ExperimentState, run_fn: RunFn, what: str, log: Callable[[str], None]
+) -> Callable[[float], Point]:
     """A `measure(load) -> Point` that runs the load, records it in the state, and returns its figures."""
+
     def measure(load: float) -> Point:
         key = f"{what}/{kind}={load:g}"
         cache = clear_cache(base)
@@ -62,9 +65,16 @@ def make_measure(base: RunConfig, kind: str, state: ExperimentState, run_fn: Run
         config = config_at(base, kind, load, {"cache": cache, "experiment": experiment})
         log(f"{what}: {kind} {load:g} ...")
         result = run_fn(config)
-        state.record(key, status=DONE, run_id=result.run_id, partial=result.partial, cache=cache,
-                     result_dir=str(result.result_dir))
+        state.record(
+            key,
+            status=DONE,
+            run_id=result.run_id,
+            partial=result.partial,
+            cache=cache,
+            result_dir=str(result.result_dir),
+        )
         if result.partial and str(result.summary.get("partial_reason") or "").startswith("interrupted"):
             raise KeyboardInterrupt
         return point_from_summary(result.summary, load, kind)
+
     return measure

@@ -41,8 +41,9 @@ def parse_plan(text: str, source: str = "plan.yaml") -> Plan:
         name=check.text(top.get("name"), "name", "experiment"),
         purpose=check.text(top.get("purpose"), "purpose", ""),
         results_dir=check.text(top.get("results_dir"), "results_dir", "results"),
-        on_engine_failure=check.choice(top.get("on_engine_failure"), "on_engine_failure", ON_FAILURE,
-                                       "continue"),
+        on_engine_failure=check.choice(
+            top.get("on_engine_failure"), "on_engine_failure", ON_FAILURE, "continue"
+        ),
         settings=check.settings(top.get("defaults"), "defaults"),
         slo=slo,
         engines=engines,

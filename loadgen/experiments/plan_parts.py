@@ -20,8 +20,17 @@ from loadgen.experiments.plantypes import (
 )
 from loadgen.experiments.yamlnodes import Node
 
-WORKLOAD_FIELDS = ("workload", "dataset", "input_len", "output_len", "profile", "shared_prefix_len",
-                   "shared_prefix_groups", "endpoint", "ignore_eos")
+WORKLOAD_FIELDS = (
+    "workload",
+    "dataset",
+    "input_len",
+    "output_len",
+    "profile",
+    "shared_prefix_len",
+    "shared_prefix_groups",
+    "endpoint",
+    "ignore_eos",
+)
 PLAN_TARGETS = tuple(t for t in TARGET_NAMES if t != "sim")
 
 
@@ -105,7 +114,12 @@ def _engine(check: Checker, name: str, node: Node) -> EngineSpec:
         check.bad(m.get("base_url", node), f"{where}: invalid base_url {base_url!r}: must start with http://")
     env = m.get("env")
     return EngineSpec(
-        name=name, kind=kind, target=str(target), base_url=base_url, command=argv, family=family,
+        name=name,
+        kind=kind,
+        target=str(target),
+        base_url=base_url,
+        command=argv,
+        family=family,
         params=params,
         health_path=check.text(m.get("health_path"), f"{where} health_path", "/health"),
         health_timeout_s=check.number(m.get("health_timeout_s"), f"{where} health_timeout_s", 120.0),
@@ -159,8 +173,9 @@ def _loads(check: Checker, node: Node, kind: str) -> tuple[float, ...]:
     return tuple(out)
 
 
-def _vary(check: Checker, node: Node | None, engines: dict[str, EngineSpec],
-          names: tuple[str, ...], where: str) -> dict[str, tuple[Any, ...]]:
+def _vary(
+    check: Checker, node: Node | None, engines: dict[str, EngineSpec], names: tuple[str, ...], where: str
+) -> dict[str, tuple[Any, ...]]:
     if node is None:
         return {}
     out: dict[str, tuple[Any, ...]] = {}
@@ -178,8 +193,9 @@ def _vary(check: Checker, node: Node | None, engines: dict[str, EngineSpec],
     return out
 
 
-def _phase(check: Checker, node: Node, engines: dict[str, EngineSpec],
-           workloads: dict[str, dict[str, Any]]) -> PhaseSpec | None:
+def _phase(
+    check: Checker, node: Node, engines: dict[str, EngineSpec], workloads: dict[str, dict[str, Any]]
+) -> PhaseSpec | None:
     m = check.mapping(node, "phase", PHASE_KEYS, ("name", "kind"))
     name = check.text(m.get("name"), "phase name", "phase")
     where = f"phase {name!r}"
@@ -192,16 +208,22 @@ def _phase(check: Checker, node: Node, engines: dict[str, EngineSpec],
     load_kind = loads_given[0]
     reps = check.number(m.get("repetitions"), f"{where} repetitions", 1, integer=True)
     return PhaseSpec(
-        name=name, kind=kind, engines=names,
+        name=name,
+        kind=kind,
+        engines=names,
         workloads=check.names(m.get("workloads"), "workloads", list(workloads), ["medium"]),
-        load_kind=load_kind, loads=_loads(check, m[load_kind], load_kind), repetitions=int(reps),
+        load_kind=load_kind,
+        loads=_loads(check, m[load_kind], load_kind),
+        repetitions=int(reps),
         vary=_vary(check, m.get("vary"), engines, names, where),
-        settings=check.settings(m.get("settings"), f"{where} settings"), line=node.line,
+        settings=check.settings(m.get("settings"), f"{where} settings"),
+        line=node.line,
     )
 
 
-def build_phases(check: Checker, node: Node | None, engines: dict[str, EngineSpec],
-                 workloads: dict[str, dict[str, Any]]) -> tuple[PhaseSpec, ...]:
+def build_phases(
+    check: Checker, node: Node | None, engines: dict[str, EngineSpec], workloads: dict[str, dict[str, Any]]
+) -> tuple[PhaseSpec, ...]:
     """The `phases:` list; phase names must be unique."""
     if node is None:
         return ()

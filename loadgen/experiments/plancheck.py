@@ -19,8 +19,9 @@ class Checker:
     def bad(self, node: Node, message: str) -> None:
         self.problems.append(f"{self.source}:{node.line}: {message}")
 
-    def mapping(self, node: Node, where: str, allowed: tuple[str, ...],
-                required: tuple[str, ...] = ()) -> dict[str, Node]:
+    def mapping(
+        self, node: Node, where: str, allowed: tuple[str, ...], required: tuple[str, ...] = ()
+    ) -> dict[str, Node]:
         if not isinstance(node.value, dict):
             self.bad(node, f"{where} must be a mapping")
             return {}

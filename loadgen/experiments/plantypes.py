@@ -17,14 +17,52 @@ BUILTIN_WORKLOADS: dict[str, dict[str, Any]] = {
     "shared-prefix": {"workload": "shared-prefix", "profile": "medium"},
 }
 # RunConfig fields a plan may not set in `defaults`/phases: the runner decides them per run.
-RUNNER_FIELDS = ("target", "base_url", "rate", "max_concurrency", "experiment_id", "extra_manifest",
-                 "results_dir", "api_key", "grafana_token", "scenario")
-TOP_KEYS = ("name", "purpose", "results_dir", "on_engine_failure", "defaults", "slo", "engines",
-            "workloads", "phases")
-ENGINE_KEYS = ("kind", "target", "base_url", "command", "params", "health_path", "health_timeout_s",
-               "restart_between_runs", "flush_cache", "env")
-PHASE_KEYS = ("name", "kind", "engines", "workloads", "concurrency", "rate", "repetitions", "vary",
-              "settings")
+RUNNER_FIELDS = (
+    "target",
+    "base_url",
+    "rate",
+    "max_concurrency",
+    "experiment_id",
+    "extra_manifest",
+    "results_dir",
+    "api_key",
+    "grafana_token",
+    "scenario",
+)
+TOP_KEYS = (
+    "name",
+    "purpose",
+    "results_dir",
+    "on_engine_failure",
+    "defaults",
+    "slo",
+    "engines",
+    "workloads",
+    "phases",
+)
+ENGINE_KEYS = (
+    "kind",
+    "target",
+    "base_url",
+    "command",
+    "params",
+    "health_path",
+    "health_timeout_s",
+    "restart_between_runs",
+    "flush_cache",
+    "env",
+)
+PHASE_KEYS = (
+    "name",
+    "kind",
+    "engines",
+    "workloads",
+    "concurrency",
+    "rate",
+    "repetitions",
+    "vary",
+    "settings",
+)
 
 
 @dataclass(frozen=True)

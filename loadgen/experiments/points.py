@@ -73,15 +73,22 @@ def mean_point(points: list[Point]) -> Point:
     latency: dict[str, dict[str, float]] = {}
     for key in {k for p in points for k in p.latency}:
         stats = {s for p in points for s in p.latency.get(key, {})}
-        latency[key] = {s: sum(p.latency[key][s] for p in points) / n for s in stats
-                        if all(s in p.latency.get(key, {}) for p in points)}
+        latency[key] = {
+            s: sum(p.latency[key][s] for p in points) / n
+            for s in stats
+            if all(s in p.latency.get(key, {}) for p in points)
+        }
     goodputs = [p.goodput for p in points]
     return Point(
-        load=points[0].load, kind=points[0].kind, run_id="+".join(p.run_id for p in points),
+        load=points[0].load,
+        kind=points[0].kind,
+        run_id="+".join(p.run_id for p in points),
         request_throughput=sum(p.request_throughput for p in points) / n,
         output_token_throughput=sum(p.output_token_throughput for p in points) / n,
         total_token_throughput=sum(p.total_token_throughput for p in points) / n,
         goodput=None if None in goodputs else sum(g or 0.0 for g in goodputs) / n,
-        error_rate=sum(p.error_rate for p in points) / n, failed=sum(p.failed for p in points),
-        partial=any(p.partial for p in points), latency=latency,
+        error_rate=sum(p.error_rate for p in points) / n,
+        failed=sum(p.failed for p in points),
+        partial=any(p.partial for p in points),
+        latency=latency,
     )

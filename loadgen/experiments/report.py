@@ -16,8 +16,23 @@ from loadgen.experiments.series import Series, group_series, run_load
 from loadgen.experiments.slo import Objective, format_seconds
 from loadgen.results import RunRecord, atomic_write
 
-RESULT_COLUMNS = ("run_id", "series", "phase", "load", "req/s", "output tok/s", "TTFT p50", "TTFT p99",
-                  "TPOT p50", "TPOT p99", "E2E p50", "E2E p99", "goodput req/s", "errors", "cache cleared")
+RESULT_COLUMNS = (
+    "run_id",
+    "series",
+    "phase",
+    "load",
+    "req/s",
+    "output tok/s",
+    "TTFT p50",
+    "TTFT p99",
+    "TPOT p50",
+    "TPOT p99",
+    "E2E p50",
+    "E2E p99",
+    "goodput req/s",
+    "errors",
+    "cache cleared",
+)
 
 
 @dataclass(frozen=True)
@@ -55,13 +70,18 @@ def result_row(record: RunRecord, series: Series) -> dict[str, str]:
     """One results-table row; numbers as printed in the Markdown and the CSV."""
     s, m = record.summary, record.manifest
     names = (("TTFT", "ttft_s"), ("TPOT", "tpot_s"), ("E2E", "e2e_s"))
-    lat = {f"{name} {stat}": format_seconds(_get(s, key, stat))
-           for name, key in names for stat in ("p50", "p99")}
+    lat = {
+        f"{name} {stat}": format_seconds(_get(s, key, stat)) for name, key in names for stat in ("p50", "p99")
+    }
     return {
-        "run_id": record.run_id, "series": series.label, "phase": _get(m, "experiment", "phase") or "-",
+        "run_id": record.run_id,
+        "series": series.label,
+        "phase": _get(m, "experiment", "phase") or "-",
         "load": f"{run_load(record, series.kind):g} {'conc' if series.kind == 'concurrency' else 'req/s'}",
-        "req/s": _fmt(s.get("request_throughput")), "output tok/s": _fmt(s.get("output_token_throughput"), 1),
-        **lat, "goodput req/s": _fmt(s.get("goodput")),
+        "req/s": _fmt(s.get("request_throughput")),
+        "output tok/s": _fmt(s.get("output_token_throughput"), 1),
+        **lat,
+        "goodput req/s": _fmt(s.get("goodput")),
         "errors": f"{_get(s, 'requests', 'failed') or 0} ({_fmt((s.get('error_rate') or 0) * 100, 1)}%)",
         "cache cleared": _cache(m),
     }
@@ -79,20 +99,24 @@ def _environment(records: list[RunRecord]) -> list[str]:
         m = r.manifest
         gpus = _get(m, "exporter", "gpus") or []
         gpu = gpus[0] if gpus else {}
-        row = {"engine": f"{_get(m, 'engine', 'engine') or r.summary.get('target') or '-'} "
-                         f"{_get(m, 'engine', 'version') or ''}".strip(),
-               "model": str(_get(m, "engine", "model") or r.summary.get("model") or "-"),
-               "GPU": f"{len(gpus)} x {gpu.get('name')}" if gpus else "- (no exporter)",
-               "driver / CUDA": f"{gpu.get('driver_version', '-')} / {gpu.get('cuda_version', '-')}",
-               "interconnect": str(_get(m, "exporter", "topology", "interconnect") or "-"),
-               "client": f"{_get(m, 'client', 'hostname') or '-'} ({_get(m, 'client', 'cpu_model') or '-'})",
-               "infergauge": f"{_get(m, 'tool', 'version') or '-'}"}
+        row = {
+            "engine": f"{_get(m, 'engine', 'engine') or r.summary.get('target') or '-'} "
+            f"{_get(m, 'engine', 'version') or ''}".strip(),
+            "model": str(_get(m, "engine", "model") or r.summary.get("model") or "-"),
+            "GPU": f"{len(gpus)} x {gpu.get('name')}" if gpus else "- (no exporter)",
+            "driver / CUDA": f"{gpu.get('driver_version', '-')} / {gpu.get('cuda_version', '-')}",
+            "interconnect": str(_get(m, "exporter", "topology", "interconnect") or "-"),
+            "client": f"{_get(m, 'client', 'hostname') or '-'} ({_get(m, 'client', 'cpu_model') or '-'})",
+            "infergauge": f"{_get(m, 'tool', 'version') or '-'}",
+        }
         sha = str(_get(m, "tool", "git_sha") or "")[:10]
         kept = rows.setdefault(tuple(row.values()), row)
         if sha and sha not in kept["infergauge"]:  # several commits: list them, one row
             kept["infergauge"] += f" {sha}"
-    return _table(["engine", "model", "GPU", "driver / CUDA", "interconnect", "client", "infergauge"],
-                  list(rows.values()))
+    return _table(
+        ["engine", "model", "GPU", "driver / CUDA", "interconnect", "client", "infergauge"],
+        list(rows.values()),
+    )
 
 
 def _parameters(series: list[Series]) -> list[str]:
@@ -100,13 +124,19 @@ def _parameters(series: list[Series]) -> list[str]:
     for s in series:
         m, cfg = s.records[0].manifest, s.records[0].manifest.get("config") or {}
         params = _get(m, "engine", "params") or {}
-        rows.append({"series": s.label, "TP": _fmt(params.get("tensor_parallel_size")),
-                     "max_num_seqs": _fmt(params.get("max_num_seqs")),
-                     "memory fraction": _fmt(params.get("gpu_memory_utilization")),
-                     "max model len": _fmt(params.get("max_model_len")),
-                     "input / output len": f"{cfg.get('input_len', '-')} / {cfg.get('output_len', '-')}",
-                     f"{s.kind} points": ", ".join(f"{p.load:g}" for p in s.points()),
-                     "requests/run": _per_run(cfg), "seed": _fmt(cfg.get("seed"))})
+        rows.append(
+            {
+                "series": s.label,
+                "TP": _fmt(params.get("tensor_parallel_size")),
+                "max_num_seqs": _fmt(params.get("max_num_seqs")),
+                "memory fraction": _fmt(params.get("gpu_memory_utilization")),
+                "max model len": _fmt(params.get("max_model_len")),
+                "input / output len": f"{cfg.get('input_len', '-')} / {cfg.get('output_len', '-')}",
+                f"{s.kind} points": ", ".join(f"{p.load:g}" for p in s.points()),
+                "requests/run": _per_run(cfg),
+                "seed": _fmt(cfg.get("seed")),
+            }
+        )
     columns = ["series", "TP", "max_num_seqs", "memory fraction", "max model len", "input / output len"]
     kinds = sorted({f"{s.kind} points" for s in series})
     return _table([*columns, *kinds, "requests/run", "seed"], rows)
@@ -139,19 +169,37 @@ def write_report(records: list[RunRecord], out_dir: Path, options: ReportOptions
     rows = [result_row(r, s) for s in series for r in sorted(s.records, key=lambda r: run_load(r, s.kind))]
     charts = write_charts(series, out_dir, options.objective)
     atomic_write(out_dir / "results.csv", results_csv(rows))
-    lines = [f"# Benchmark report: {options.title}", "",
-             f"- **Experiment id:** {', '.join(options.experiment_ids) or '- (single runs)'}",
-             f"- **Date:** {_dates(records)}",
-             f"- **Purpose:** {options.purpose or '-'}",
-             f"- **Runs:** {len(records)} in {len(series)} series; "
-             f"SLA: {options.objective.label if options.objective else 'none given'}", "",
-             "## Environment", "", *_environment(records), "",
-             "## Parameters", "", *_parameters(series), "",
-             "## Results", "", "Latencies are exact percentiles over the measured requests "
-             "(definitions as `vllm bench serve`); full table in `results.csv`.", "",
-             *_table(RESULT_COLUMNS, rows), "",
-             "## Charts", "", *[f"![{c.stem}]({c.name})" for c in charts], "",
-             "## Facts for the conclusion", ""]
+    lines = [
+        f"# Benchmark report: {options.title}",
+        "",
+        f"- **Experiment id:** {', '.join(options.experiment_ids) or '- (single runs)'}",
+        f"- **Date:** {_dates(records)}",
+        f"- **Purpose:** {options.purpose or '-'}",
+        f"- **Runs:** {len(records)} in {len(series)} series; "
+        f"SLA: {options.objective.label if options.objective else 'none given'}",
+        "",
+        "## Environment",
+        "",
+        *_environment(records),
+        "",
+        "## Parameters",
+        "",
+        *_parameters(series),
+        "",
+        "## Results",
+        "",
+        "Latencies are exact percentiles over the measured requests "
+        "(definitions as `vllm bench serve`); full table in `results.csv`.",
+        "",
+        *_table(RESULT_COLUMNS, rows),
+        "",
+        "## Charts",
+        "",
+        *[f"![{c.stem}]({c.name})" for c in charts],
+        "",
+        "## Facts for the conclusion",
+        "",
+    ]
     for s in series:
         lines += [f"### {s.label}", "", *series_facts(s, options.objective, options.cost_per_hour), ""]
     lines += _warnings(records)
@@ -161,11 +209,17 @@ def write_report(records: list[RunRecord], out_dir: Path, options: ReportOptions
 
 
 def _warnings(records: list[RunRecord]) -> list[str]:
-    notes = [f"- run {r.run_id} is partial: {r.summary.get('partial_reason') or 'interrupted'}"
-             for r in records if r.summary.get("partial")]
-    notes += [f"- run {r.run_id}: the prefix cache could not be cleared before it ran "
-              f"({_get(r.manifest, 'cache', 'detail') or 'no detail'})"
-              for r in records if _get(r.manifest, "cache", "flushed") is False]
+    notes = [
+        f"- run {r.run_id} is partial: {r.summary.get('partial_reason') or 'interrupted'}"
+        for r in records
+        if r.summary.get("partial")
+    ]
+    notes += [
+        f"- run {r.run_id}: the prefix cache could not be cleared before it ran "
+        f"({_get(r.manifest, 'cache', 'detail') or 'no detail'})"
+        for r in records
+        if _get(r.manifest, "cache", "flushed") is False
+    ]
     notes += workload_mismatches(records)
     notes += _exporter_checks(records)
     return ["## Warnings", "", *notes] if notes else []
@@ -176,13 +230,19 @@ def workload_mismatches(records: list[RunRecord]) -> list[str]:
     groups: dict[tuple[str, str, str], dict[str, list[str]]] = {}
     for r in records:
         exp = r.manifest.get("experiment") or {}
-        key = (str(exp.get("phase") or "-"), str(exp.get("workload") or r.summary.get("scenario")),
-               f"{r.summary.get('max_concurrency')}/{r.summary.get('asked_rate')}")
+        key = (
+            str(exp.get("phase") or "-"),
+            str(exp.get("workload") or r.summary.get("scenario")),
+            f"{r.summary.get('max_concurrency')}/{r.summary.get('asked_rate')}",
+        )
         fingerprint = str(_get(r.manifest, "workload", "fingerprint"))
         groups.setdefault(key, {}).setdefault(fingerprint, []).append(r.run_id)
-    return [f"- runs compared in phase {phase}, workload {workload} used different workloads "
-            f"(fingerprints differ: {'; '.join(', '.join(ids) for ids in by_fp.values())}): not comparable"
-            for (phase, workload, _), by_fp in groups.items() if len(by_fp) > 1]
+    return [
+        f"- runs compared in phase {phase}, workload {workload} used different workloads "
+        f"(fingerprints differ: {'; '.join(', '.join(ids) for ids in by_fp.values())}): not comparable"
+        for (phase, workload, _), by_fp in groups.items()
+        if len(by_fp) > 1
+    ]
 
 
 def _exporter_checks(records: list[RunRecord]) -> list[str]:

@@ -57,6 +57,7 @@ def flush_external(target: str, base_url: str) -> dict[str, Any]:
     """Flush an engine's prefix cache over HTTP; the manifest's `cache` section. SGLang refuses a
     flush while requests are still running (e.g. the tail of a cancelled run), so a refused flush is
     retried a few times before the run is marked as not cleared."""
+
     async def _flush() -> dict[str, Any]:
         async with aiohttp.ClientSession() as session:
             for attempt in range(1, FLUSH_ATTEMPTS + 1):
@@ -66,6 +67,7 @@ def flush_external(target: str, base_url: str) -> dict[str, Any]:
                 await asyncio.sleep(FLUSH_RETRY_S)
         detail = result.detail + (f" (attempt {attempt})" if attempt > 1 else "")
         return {"flushed": result.ok, "method": result.method, "detail": detail}
+
     return asyncio.run(_flush())
 
 
@@ -85,8 +87,15 @@ def launched_engine_facts(argv: list[str], target: str) -> dict[str, Any]:
 class ExperimentRunner:
     """Runs every not-yet-finished run of a plan, in order."""
 
-    def __init__(self, plan: Plan, state: ExperimentState, *, run_fn: RunFn = run_benchmark_sync,
-                 log: Log = print, api_key: str | None = None) -> None:
+    def __init__(
+        self,
+        plan: Plan,
+        state: ExperimentState,
+        *,
+        run_fn: RunFn = run_benchmark_sync,
+        log: Log = print,
+        api_key: str | None = None,
+    ) -> None:
         self.plan, self.state, self.run_fn, self.log = plan, state, run_fn, log
         self.api_key = api_key
         self.active: _Active | None = None
@@ -115,9 +124,11 @@ class ExperimentRunner:
 
     def _resume_hint(self) -> str:
         done = len(self.state.run_ids())
-        return (f"experiment {self.state.experiment_id} interrupted after {done} finished runs; "
-                f"continue with: loadgen experiment resume {self.state.experiment_id} "
-                f"--results-dir {self.plan.results_dir}")
+        return (
+            f"experiment {self.state.experiment_id} interrupted after {done} finished runs; "
+            f"continue with: loadgen experiment resume {self.state.experiment_id} "
+            f"--results-dir {self.plan.results_dir}"
+        )
 
     def _one(self, spec: RunSpec) -> None:
         group = (spec.phase, spec.engine, spec.variant)
@@ -169,14 +180,25 @@ class ExperimentRunner:
         return cache
 
     def _execute(self, spec: RunSpec, engine: EngineSpec, base_url: str, cache: dict[str, Any]) -> None:
-        experiment = {"id": self.state.experiment_id, "name": self.plan.name, "key": spec.key,
-                      "slo": list(self.plan.slo), **spec.point()}
+        experiment = {
+            "id": self.state.experiment_id,
+            "name": self.plan.name,
+            "key": spec.key,
+            "slo": list(self.plan.slo),
+            **spec.point(),
+        }
         extra: dict[str, Any] = {"cache": cache, "experiment": experiment}
         if self.active is not None and self.active.engine is not None and engine.kind == "launch":
             extra["engine"] = launched_engine_facts(self.active.engine.argv, engine.target)
-        config = build_config(spec, target=engine.target, base_url=base_url,
-                              results_dir=self.plan.results_dir, experiment_id=self.state.experiment_id,
-                              extra_manifest=extra, api_key=self.api_key)
+        config = build_config(
+            spec,
+            target=engine.target,
+            base_url=base_url,
+            results_dir=self.plan.results_dir,
+            experiment_id=self.state.experiment_id,
+            extra_manifest=extra,
+            api_key=self.api_key,
+        )
         self.log(f"run {spec.key}")
         try:
             result = self.run_fn(config)
@@ -188,11 +210,16 @@ class ExperimentRunner:
         if result.partial and reason.startswith("interrupted"):
             self.state.record(spec.key, status="interrupted", run_id=result.run_id, cache=cache)
             raise ExperimentInterrupted(reason)
-        self.state.record(spec.key, status=DONE, run_id=result.run_id, partial=result.partial,
-                          cache=cache, result_dir=str(result.result_dir))
+        self.state.record(
+            spec.key,
+            status=DONE,
+            run_id=result.run_id,
+            partial=result.partial,
+            cache=cache,
+            result_dir=str(result.result_dir),
+        )
 
     def _stop_active(self) -> None:
         if self.active is not None and self.active.engine is not None:
             self.active.engine.stop()
         self.active = None
-

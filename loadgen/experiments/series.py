@@ -58,8 +58,13 @@ def series_label(record: RunRecord) -> str:
     """Phase, engine (plan engine name, else engine/target), variant (or, for runs outside an
     experiment, TP and max_num_seqs) and workload."""
     exp = record.manifest.get("experiment") or {}
-    engine = exp.get("engine") or (record.manifest.get("engine") or {}).get("engine") \
-        or record.summary.get("engine") or record.summary.get("target") or "engine"
+    engine = (
+        exp.get("engine")
+        or (record.manifest.get("engine") or {}).get("engine")
+        or record.summary.get("engine")
+        or record.summary.get("target")
+        or "engine"
+    )
     parts = [f"{exp['phase']}: {engine}" if exp.get("phase") else str(engine)]
     if exp.get("variant") not in (None, "default", "base"):
         parts.append(str(exp["variant"]))

@@ -63,10 +63,18 @@ class ExperimentState:
 
     def save(self) -> None:
         """Atomically rewrite state.json."""
-        write_json(self.directory / "state.json", {
-            "experiment_id": self.experiment_id, "name": self.name, "purpose": self.purpose,
-            "status": self.status, "created_at": self.created_at, "updated_at": _now(), "runs": self.runs,
-        })
+        write_json(
+            self.directory / "state.json",
+            {
+                "experiment_id": self.experiment_id,
+                "name": self.name,
+                "purpose": self.purpose,
+                "status": self.status,
+                "created_at": self.created_at,
+                "updated_at": _now(),
+                "runs": self.runs,
+            },
+        )
 
 
 def load_state(results_dir: str | Path, experiment_id: str) -> ExperimentState:
@@ -76,6 +84,12 @@ def load_state(results_dir: str | Path, experiment_id: str) -> ExperimentState:
         data = json.loads((directory / "state.json").read_text())
     except FileNotFoundError:
         raise ExperimentNotFound(f"no experiment {experiment_id!r} in {str(results_dir)!r}") from None
-    return ExperimentState(experiment_id, directory, data.get("name", ""), data.get("purpose", ""),
-                           data.get("status", "running"), data.get("created_at", _now()),
-                           data.get("runs", {}))
+    return ExperimentState(
+        experiment_id,
+        directory,
+        data.get("name", ""),
+        data.get("purpose", ""),
+        data.get("status", "running"),
+        data.get("created_at", _now()),
+        data.get("runs", {}),
+    )

@@ -65,23 +65,27 @@ class VllmMetrics:
         self.labels: Labels = (("engine", "0"), ("model_name", model_name))
         # vllm/v1/metrics/worker.py: registered at start-up, series only once timing samples exist
         self.worker: tuple[Histogram, ...] = (
-            _h(
-                "vllm:worker_model_execute_time_seconds",
-                "Device time spent on a model step, including sampling and excluding speculative "
-                "proposal time." + PADDED,
-                WORKER_TIME_BUCKETS,
-            ),
-            _h(
-                "vllm:worker_spec_decode_proposer_time_seconds",
-                "Device time spent generating speculative proposals.",
-                WORKER_TIME_BUCKETS,
-            ),
-            _h(
-                "vllm:worker_step_time_seconds",
-                "Total model-runner device time, including speculative proposals." + PADDED,
-                WORKER_TIME_BUCKETS,
-            ),
-        ) if source else ()
+            (
+                _h(
+                    "vllm:worker_model_execute_time_seconds",
+                    "Device time spent on a model step, including sampling and excluding speculative "
+                    "proposal time." + PADDED,
+                    WORKER_TIME_BUCKETS,
+                ),
+                _h(
+                    "vllm:worker_spec_decode_proposer_time_seconds",
+                    "Device time spent generating speculative proposals.",
+                    WORKER_TIME_BUCKETS,
+                ),
+                _h(
+                    "vllm:worker_step_time_seconds",
+                    "Total model-runner device time, including speculative proposals." + PADDED,
+                    WORKER_TIME_BUCKETS,
+                ),
+            )
+            if source
+            else ()
+        )
         tok = build_1_2_5_buckets(max_model_len)
         mfu = " (for Model Flops Utilization calculations)."
         self.est_flops = _c(

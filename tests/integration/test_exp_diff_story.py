@@ -21,9 +21,17 @@ from simengine.embedded import EmbeddedEngine
 
 
 def _run(results: Path, max_num_seqs: int, seed: int = 42) -> str:
-    config = RunConfig(target="sim", max_concurrency=16, num_prompts=32, profile="short", seed=seed,
-                       metrics_port=0, linger_s=0, results_dir=str(results),
-                       sim_args=("--max-num-seqs", str(max_num_seqs), "--time-scale", "1"))
+    config = RunConfig(
+        target="sim",
+        max_concurrency=16,
+        num_prompts=32,
+        profile="short",
+        seed=seed,
+        metrics_port=0,
+        linger_s=0,
+        results_dir=str(results),
+        sim_args=("--max-num-seqs", str(max_num_seqs), "--time-scale", "1"),
+    )
     return run_benchmark_sync(config, progress=False).run_id
 
 
@@ -70,8 +78,10 @@ def test_align_check_on_run_ids(runs):
 
 
 def test_align_check_on_live_engines():
-    with EmbeddedEngine(["--personality", "sglang", "--max-running-requests", "32"]) as one, \
-            EmbeddedEngine(["--personality", "sglang", "--max-running-requests", "8"]) as two:
+    with (
+        EmbeddedEngine(["--personality", "sglang", "--max-running-requests", "32"]) as one,
+        EmbeddedEngine(["--personality", "sglang", "--max-running-requests", "8"]) as two,
+    ):
         result = CliRunner().invoke(align, ["--check", one.base_url, two.base_url])
         same = CliRunner().invoke(align, ["--check", one.base_url, one.base_url])
     assert result.exit_code == 1, result.output
@@ -94,11 +104,15 @@ class _ManifestHandler(BaseHTTPRequestHandler):
 
 
 def test_align_check_prefers_the_exporter_view_of_the_matching_engine():
-    with EmbeddedEngine(["--personality", "sglang", "--max-running-requests", "32"]) as one, \
-            EmbeddedEngine(["--personality", "sglang", "--max-running-requests", "32"]) as two:
+    with (
+        EmbeddedEngine(["--personality", "sglang", "--max-running-requests", "32"]) as one,
+        EmbeddedEngine(["--personality", "sglang", "--max-running-requests", "32"]) as two,
+    ):
         # the exporter sees two engines on the host; only the one on A's port is A
-        engines = [{"engine": "sglang", "url": two.base_url, "params": {"max_num_seqs": 32}},
-                   {"engine": "sglang", "url": one.base_url, "params": {"max_num_seqs": 48}}]
+        engines = [
+            {"engine": "sglang", "url": two.base_url, "params": {"max_num_seqs": 32}},
+            {"engine": "sglang", "url": one.base_url, "params": {"max_num_seqs": 48}},
+        ]
         handler = type("H", (_ManifestHandler,), {"body": json.dumps({"engines": engines}).encode()})
         server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         thread = threading.Thread(target=server.serve_forever, daemon=True)

@@ -40,8 +40,12 @@ def test_sigint_keeps_finished_runs_and_resume_finishes(tmp_path: Path):
     plan = tmp_path / "plan.yaml"
     plan.write_text(PLAN.format(results=tmp_path))
     state_file = tmp_path / "experiments" / "exp-int" / "state.json"
-    proc = subprocess.Popen(_loadgen("experiment", "run", str(plan), "--experiment-id", "exp-int"),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        _loadgen("experiment", "run", str(plan), "--experiment-id", "exp-int"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while not _done(state_file) and time.monotonic() < deadline and proc.poll() is None:
@@ -58,8 +62,12 @@ def test_sigint_keeps_finished_runs_and_resume_finishes(tmp_path: Path):
     assert state["status"] == "interrupted"
     kept = _done(state_file)
     assert 1 <= len(kept) < 3
-    resumed = subprocess.run(_loadgen("experiment", "resume", "exp-int", "--results-dir", str(tmp_path)),
-                             capture_output=True, text=True, timeout=120)
+    resumed = subprocess.run(
+        _loadgen("experiment", "resume", "exp-int", "--results-dir", str(tmp_path)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert resumed.returncode == 0, resumed.stderr
     final = _done(state_file)
     assert len(final) == 3

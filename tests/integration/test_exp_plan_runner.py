@@ -47,8 +47,10 @@ def sglang_engine() -> Iterator[EmbeddedEngine]:
 
 
 def test_launched_engine_is_restarted_before_every_run(tmp_path):
-    engines = (f"  sim:\n    kind: launch\n    command: {SIM.format(personality='vllm')}\n"
-               "    params: {max_num_seqs: 4}\n    health_timeout_s: 30\n")
+    engines = (
+        f"  sim:\n    kind: launch\n    command: {SIM.format(personality='vllm')}\n"
+        "    params: {max_num_seqs: 4}\n    health_timeout_s: 30\n"
+    )
     state = _run(_plan(tmp_path, engines), tmp_path)
     assert state.status == "done"
     manifests = _manifests(tmp_path, state)
@@ -66,20 +68,27 @@ def test_launched_engine_is_restarted_before_every_run(tmp_path):
 
 
 def test_kept_engine_is_flushed_between_runs(tmp_path):
-    engines = (f"  sim:\n    kind: launch\n    command: {SIM.format(personality='vllm')}\n"
-               "    restart_between_runs: false\n")
+    engines = (
+        f"  sim:\n    kind: launch\n    command: {SIM.format(personality='vllm')}\n"
+        "    restart_between_runs: false\n"
+    )
     state = _run(_plan(tmp_path, engines), tmp_path)
     first, second = _manifests(tmp_path, state)
     assert first["cache"]["method"] == "restart"
-    assert second["cache"] == {"flushed": True, "method": "POST /reset_prefix_cache",
-                               "detail": second["cache"]["detail"]}
+    assert second["cache"] == {
+        "flushed": True,
+        "method": "POST /reset_prefix_cache",
+        "detail": second["cache"]["detail"],
+    }
     assert (state.directory / "engine-sim.log").read_text().count("# ") == 1
 
 
 def test_external_engines_are_flushed_or_marked(tmp_path, sglang_engine):
     url = sglang_engine.base_url
-    engines = (f"  sgl:\n    kind: external\n    target: sglang\n    base_url: {url}\n"
-               f"  generic:\n    kind: external\n    target: openai\n    base_url: {url}\n")
+    engines = (
+        f"  sgl:\n    kind: external\n    target: sglang\n    base_url: {url}\n"
+        f"  generic:\n    kind: external\n    target: openai\n    base_url: {url}\n"
+    )
     phases = "phases:\n  - {name: p, kind: baseline, workloads: [short], concurrency: [2]}\n"
     state = _run(_plan(tmp_path, engines, phases), tmp_path)
     sgl, generic = _manifests(tmp_path, state)
@@ -99,10 +108,13 @@ def _plan_text_for_status(tmp_path: Path, engines: str, phases: str) -> str:
 
 
 PY = json.dumps(sys.executable)  # not every machine has a `python` on PATH
-NEVER_HEALTHY = ('  broken:\n    kind: launch\n    target: vllm\n    command: [' + PY + ', -c, "import time; '
-                 'time.sleep(30)"]\n    health_timeout_s: 1\n')
-EXITS = ('  crashing:\n    kind: launch\n    target: vllm\n    command: [' + PY
-         + ', -c, "raise SystemExit(3)"]\n')
+NEVER_HEALTHY = (
+    "  broken:\n    kind: launch\n    target: vllm\n    command: [" + PY + ', -c, "import time; '
+    'time.sleep(30)"]\n    health_timeout_s: 1\n'
+)
+EXITS = (
+    "  crashing:\n    kind: launch\n    target: vllm\n    command: [" + PY + ', -c, "raise SystemExit(3)"]\n'
+)
 MISSING = "  missing:\n    kind: launch\n    target: vllm\n    command: no-such-engine-binary --port {port}\n"
 
 
@@ -169,9 +181,11 @@ def test_interrupted_experiment_keeps_finished_runs_and_resumes(tmp_path, sglang
 
 def test_cli_rejects_bad_plans_before_anything_runs(tmp_path):
     plan = tmp_path / "bad.yaml"
-    plan.write_text("name: t\nengines:\n  a: {kind: external, base_url: 'http://127.0.0.1:1', target: vllm}\n"
-                    "phases:\n  - {name: p, kind: baseline, concurrency: [0]}\n"
-                    "  - {name: q, kind: nope, rate: [1]}\n")
+    plan.write_text(
+        "name: t\nengines:\n  a: {kind: external, base_url: 'http://127.0.0.1:1', target: vllm}\n"
+        "phases:\n  - {name: p, kind: baseline, concurrency: [0]}\n"
+        "  - {name: q, kind: nope, rate: [1]}\n"
+    )
     result = CliRunner().invoke(experiment, ["run", str(plan), "--results-dir", str(tmp_path)])
     assert result.exit_code == 2
     assert f"{plan}:5: concurrency values must be positive integers, got 0" in result.output
@@ -183,9 +197,11 @@ def test_cli_rejects_bad_plans_before_anything_runs(tmp_path):
 
 
 def test_launched_engine_is_stopped_before_an_external_engine_runs(tmp_path, sglang_engine):
-    engines = (f"  sim:\n    kind: launch\n    command: {SIM.format(personality='vllm')}\n"
-               "    restart_between_runs: false\n"
-               f"  sgl:\n    kind: external\n    target: sglang\n    base_url: {sglang_engine.base_url}\n")
+    engines = (
+        f"  sim:\n    kind: launch\n    command: {SIM.format(personality='vllm')}\n"
+        "    restart_between_runs: false\n"
+        f"  sgl:\n    kind: external\n    target: sglang\n    base_url: {sglang_engine.base_url}\n"
+    )
     phases = "phases:\n  - {name: p, kind: baseline, workloads: [short], concurrency: [2]}\n"
     urls: list[str] = []
     still_up: list[bool] = []
@@ -218,8 +234,13 @@ def test_api_keys_reach_the_engine_but_no_file(tmp_path):
     phases = "phases:\n  - {name: p, kind: baseline, workloads: [short], concurrency: [2]}\n"
     plan = _plan(tmp_path, engines, phases)
     state = ExperimentState("exp-key", experiment_dir(tmp_path, "exp-key"), plan.name)
-    runner = ExperimentRunner(plan, state, run_fn=lambda c: run_benchmark_sync(c, progress=False),
-                              log=lambda _: None, api_key=secret)
+    runner = ExperimentRunner(
+        plan,
+        state,
+        run_fn=lambda c: run_benchmark_sync(c, progress=False),
+        log=lambda _: None,
+        api_key=secret,
+    )
     assert runner.run().status == "done"
     (run_id,) = state.run_ids()
     assert load_run(tmp_path, run_id).summary["requests"]["ok"] == 8  # the key was accepted

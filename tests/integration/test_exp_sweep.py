@@ -21,8 +21,17 @@ from loadgen.cli.sweep import sweep
 from loadgen.experiments.state import load_state
 from loadgen.results import load_run
 
-SIM = ["--sim-max-num-seqs", "4", "--sim-time-scale", "2", "--profile", "short",
-       "--metrics-port", "0", "--quiet"]
+SIM = [
+    "--sim-max-num-seqs",
+    "4",
+    "--sim-time-scale",
+    "2",
+    "--profile",
+    "short",
+    "--metrics-port",
+    "0",
+    "--quiet",
+]
 
 
 def _experiment_id(output: str) -> str:
@@ -33,9 +42,22 @@ def _experiment_id(output: str) -> str:
 
 def test_sweep_finds_the_knee_at_max_num_seqs_and_reports_it(tmp_path: Path):
     results = str(tmp_path)
-    result = CliRunner().invoke(sweep, ["--concurrency", "1,2,4,16", "--num-prompts", "16",
-                                        "--slo", "e2e_p99=10s", "--slo", "e2e_p99=1ms",
-                                        "--results-dir", results, *SIM])
+    result = CliRunner().invoke(
+        sweep,
+        [
+            "--concurrency",
+            "1,2,4,16",
+            "--num-prompts",
+            "16",
+            "--slo",
+            "e2e_p99=10s",
+            "--slo",
+            "e2e_p99=1ms",
+            "--results-dir",
+            results,
+            *SIM,
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "knee: concurrency 4 " in result.stdout
     assert "knee method: elasticity" in result.stdout
@@ -55,8 +77,20 @@ def test_sweep_finds_the_knee_at_max_num_seqs_and_reports_it(tmp_path: Path):
     assert all(r.manifest["cache"]["method"] == "restart" for r in records)
 
     out = tmp_path / "report"
-    rep = CliRunner().invoke(report, [experiment_id, "--results-dir", results, "--out", str(out),
-                                      "--slo", "e2e_p99=10s", "--cost-per-hour", "20"])
+    rep = CliRunner().invoke(
+        report,
+        [
+            experiment_id,
+            "--results-dir",
+            results,
+            "--out",
+            str(out),
+            "--slo",
+            "e2e_p99=10s",
+            "--cost-per-hour",
+            "20",
+        ],
+    )
     assert rep.exit_code == 0, rep.output
     for png in ("throughput_vs_p99.png", "latency_vs_load.png", "ttft_tpot_distribution.png"):
         assert (out / png).read_bytes()[:4] == b"\x89PNG"
@@ -71,9 +105,24 @@ def test_sweep_finds_the_knee_at_max_num_seqs_and_reports_it(tmp_path: Path):
 
 def test_capacity_search_converges(tmp_path: Path):
     # cap 4, ~170 ms per request: p99 E2E ~ 170 ms x concurrency / 4, so 500 ms holds up to ~11
-    result = CliRunner().invoke(capacity, ["--slo", "e2e_p99=500ms", "--start", "4", "--growth", "2",
-                                           "--max-steps", "12", "--num-prompts", "32",
-                                           "--results-dir", str(tmp_path), *SIM])
+    result = CliRunner().invoke(
+        capacity,
+        [
+            "--slo",
+            "e2e_p99=500ms",
+            "--start",
+            "4",
+            "--growth",
+            "2",
+            "--max-steps",
+            "12",
+            "--num-prompts",
+            "32",
+            "--results-dir",
+            str(tmp_path),
+            *SIM,
+        ],
+    )
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     verdict = next(line for line in lines if line.startswith("capacity at"))
@@ -94,9 +143,26 @@ def test_rate_sweep_against_a_running_engine_flushes_its_cache(tmp_path: Path):
     from simengine.embedded import EmbeddedEngine
 
     with EmbeddedEngine(["--personality", "sglang", "--time-scale", "20"]) as engine:
-        result = CliRunner().invoke(sweep, ["--rate", "20,40", "--num-prompts", "8", "--profile", "short",
-                                            "--target", "sglang", "--base-url", engine.base_url,
-                                            "--results-dir", str(tmp_path), "--metrics-port", "0", "--quiet"])
+        result = CliRunner().invoke(
+            sweep,
+            [
+                "--rate",
+                "20,40",
+                "--num-prompts",
+                "8",
+                "--profile",
+                "short",
+                "--target",
+                "sglang",
+                "--base-url",
+                engine.base_url,
+                "--results-dir",
+                str(tmp_path),
+                "--metrics-port",
+                "0",
+                "--quiet",
+            ],
+        )
     assert result.exit_code == 0, result.output
     state = load_state(tmp_path, _experiment_id(result.stdout))
     records = [load_run(tmp_path, run_id) for run_id in state.run_ids()]

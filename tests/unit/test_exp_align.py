@@ -11,17 +11,25 @@ from loadgen.cli.align import align
 from loadgen.experiments.align import AlignError, compare_params, translate, undecided
 from tests.conftest import GOLDEN_SGLANG, GOLDEN_VLLM
 
-SEED_VLLM = ("vllm serve m --tensor-parallel-size 2 --max-num-seqs 128 --gpu-memory-utilization 0.90 "
-             "--block-size 16 --enable-chunked-prefill --max-model-len 4096 --port 8000")
+SEED_VLLM = (
+    "vllm serve m --tensor-parallel-size 2 --max-num-seqs 128 --gpu-memory-utilization 0.90 "
+    "--block-size 16 --enable-chunked-prefill --max-model-len 4096 --port 8000"
+)
 
 
 def test_seed_vllm_line_translates_to_sglang():
     result = translate(shlex.split(SEED_VLLM))
     argv = result.argv
     assert argv[:3] == ["python", "-m", "sglang.launch_server"]
-    expected = (("--tp-size", "2"), ("--max-running-requests", "128"), ("--mem-fraction-static", "0.9"),
-                ("--context-length", "4096"), ("--page-size", "16"), ("--port", "8000"),
-                ("--model-path", "m"))
+    expected = (
+        ("--tp-size", "2"),
+        ("--max-running-requests", "128"),
+        ("--mem-fraction-static", "0.9"),
+        ("--context-length", "4096"),
+        ("--page-size", "16"),
+        ("--port", "8000"),
+        ("--model-path", "m"),
+    )
     for flag, value in expected:
         assert argv[argv.index(flag) + 1] == value
     assert any(w.startswith("gpu_memory_utilization: approximate") for w in result.warnings)
@@ -45,8 +53,9 @@ def test_golden_vllm_line_round_trips_its_mapped_flags():
 
 
 def test_chunked_prefill_size_maps_to_batched_tokens():
-    result = translate(["python", "-m", "sglang.launch_server", "--model-path", "m", "--chunked-prefill-size",
-                        "4096"])
+    result = translate(
+        ["python", "-m", "sglang.launch_server", "--model-path", "m", "--chunked-prefill-size", "4096"]
+    )
     assert result.argv[result.argv.index("--max-num-batched-tokens") + 1] == "4096"
 
 
@@ -58,8 +67,10 @@ def test_api_key_is_redacted_and_bad_lines_rejected():
 
 
 def test_compare_params_reports_differences_and_auto():
-    diffs = compare_params({"max_num_seqs": 64, "block_size": 16, "max_num_batched_tokens": "auto"},
-                           {"max_num_seqs": 8, "block_size": 16, "max_num_batched_tokens": "auto"})
+    diffs = compare_params(
+        {"max_num_seqs": 64, "block_size": 16, "max_num_batched_tokens": "auto"},
+        {"max_num_seqs": 8, "block_size": 16, "max_num_batched_tokens": "auto"},
+    )
     assert [(d.param, d.a, d.b) for d in diffs] == [("max_num_seqs", 64, 8)]
     assert undecided({"max_num_batched_tokens": "auto"}, {}) == ["max_num_batched_tokens"]
 

@@ -10,13 +10,20 @@ from loadgen.experiments.diff import manifest_differences, metric_rows, workload
 from loadgen.experiments.flatten import flatten, parse_flag_list
 
 MANIFEST = {
-    "run_id": "a", "started_at": "t0", "partial": False,
+    "run_id": "a",
+    "started_at": "t0",
+    "partial": False,
     "tool": {"name": "infergauge", "version": "0.1.0", "git_sha": "abc"},
     "client": {"hostname": "box1", "cpu_model": "EPYC", "cpu_count": 16},
     "config": {"rate": "inf", "max_concurrency": 32, "sim_args": ["--max-num-seqs", "64"]},
     "workload": {"name": "random", "fingerprint": "f1", "seed": 42},
-    "engine": {"engine": "vllm", "version": "0.26.0", "base_url": "http://127.0.0.1:8000",
-               "server_args": {"max_num_seqs": 64}, "params": {"max_num_seqs": 64, "block_size": 16}},
+    "engine": {
+        "engine": "vllm",
+        "version": "0.26.0",
+        "base_url": "http://127.0.0.1:8000",
+        "server_args": {"max_num_seqs": 64},
+        "params": {"max_num_seqs": 64, "block_size": 16},
+    },
     "exporter": {"gpus": [{"name": "H200", "driver_version": "580"}], "topology": {"interconnect": "nvlink"}},
     "cache": {"flushed": True, "method": "restart", "detail": ""},
     "experiment": {"id": "e1", "phase": "baseline"},
@@ -36,15 +43,24 @@ def _variant(**changes):
 
 def test_flag_lists_become_keys():
     assert parse_flag_list(["--max-num-seqs", "8", "--enable-x", "--a=b"]) == {
-        "max_num_seqs": "8", "enable_x": True, "a": "b"}
+        "max_num_seqs": "8",
+        "enable_x": True,
+        "a": "b",
+    }
     assert flatten({"config": {"sim_args": ["--x", "1"]}}) == {"config.sim_args.x": "1"}
 
 
 def test_max_num_seqs_is_named_first_and_volatile_keys_ignored():
-    b = _variant(run_id="b", started_at="t1", engine__params__max_num_seqs=8,
-                 engine__server_args__max_num_seqs=8, config__sim_args=["--max-num-seqs", "8"],
-                 client__hostname="box2", experiment__phase="sensitivity",
-                 engine__base_url="http://127.0.0.1:8001")
+    b = _variant(
+        run_id="b",
+        started_at="t1",
+        engine__params__max_num_seqs=8,
+        engine__server_args__max_num_seqs=8,
+        config__sim_args=["--max-num-seqs", "8"],
+        client__hostname="box2",
+        experiment__phase="sensitivity",
+        engine__base_url="http://127.0.0.1:8001",
+    )
     diffs = manifest_differences(MANIFEST, b)
     assert diffs[0].key == "engine.params.max_num_seqs"
     assert (diffs[0].a, diffs[0].b) == (64, 8)
@@ -54,16 +70,19 @@ def test_max_num_seqs_is_named_first_and_volatile_keys_ignored():
 
 
 def test_gpu_and_interconnect_outrank_client_host():
-    b = _variant(exporter__topology={"interconnect": "pcie"}, client__hostname="other",
-                 tool__git_sha="def")
+    b = _variant(exporter__topology={"interconnect": "pcie"}, client__hostname="other", tool__git_sha="def")
     keys = [d.key for d in manifest_differences(MANIFEST, b)]
     assert keys == ["exporter.topology.interconnect", "client.hostname", "tool.git_sha"]
 
 
 def test_exporter_checks_line_up_by_id():
     a = _variant(exporter__checks=[{"id": "persistence", "severity": "info", "message": "on"}])
-    b = _variant(exporter__checks=[{"id": "throttle", "severity": "warning", "message": "HW slowdown"},
-                                   {"id": "persistence", "severity": "info", "message": "on"}])
+    b = _variant(
+        exporter__checks=[
+            {"id": "throttle", "severity": "warning", "message": "HW slowdown"},
+            {"id": "persistence", "severity": "info", "message": "on"},
+        ]
+    )
     keys = {d.key: d.score for d in manifest_differences(a, b)}
     assert set(keys) == {"exporter.checks.throttle.severity", "exporter.checks.throttle.message"}
     assert keys["exporter.checks.throttle.message"] == pytest.approx(0.65)

@@ -10,10 +10,19 @@ from loadgen.experiments.slo import SloError, parse_objective
 
 
 def _point(load: float, rps: float, p99: float) -> Point:
-    return Point(load=load, kind="concurrency", run_id=f"r{load:g}", request_throughput=rps,
-                 output_token_throughput=rps * 100, total_token_throughput=rps * 200, goodput=None,
-                 error_rate=0.0, failed=0, partial=False,
-                 latency={"e2e_s": {"p99": p99, "p50": p99 / 2}, "ttft_s": {"p99": p99 / 10}})
+    return Point(
+        load=load,
+        kind="concurrency",
+        run_id=f"r{load:g}",
+        request_throughput=rps,
+        output_token_throughput=rps * 100,
+        total_token_throughput=rps * 200,
+        goodput=None,
+        error_rate=0.0,
+        failed=0,
+        partial=False,
+        latency={"e2e_s": {"p99": p99, "p50": p99 / 2}, "ttft_s": {"p99": p99 / 10}},
+    )
 
 
 def _capped_curve(cap: int) -> list[Point]:
@@ -72,9 +81,16 @@ def test_parse_objective_units_and_errors():
 
 
 def test_point_from_summary_reads_contract_fields():
-    summary = {"run_id": "x", "request_throughput": 3.5, "output_token_throughput": 350.0,
-               "total_token_throughput": 700.0, "goodput": 3.0, "error_rate": 0.0,
-               "requests": {"failed": 0}, "ttft_s": {"p99": 0.25, "count": 10}}
+    summary = {
+        "run_id": "x",
+        "request_throughput": 3.5,
+        "output_token_throughput": 350.0,
+        "total_token_throughput": 700.0,
+        "goodput": 3.0,
+        "error_rate": 0.0,
+        "requests": {"failed": 0},
+        "ttft_s": {"p99": 0.25, "count": 10},
+    }
     point = point_from_summary(summary, 8, "concurrency")
     assert point.stat("ttft_s", "p99") == 0.25
     assert point.stat("e2e_s", "p99") is None

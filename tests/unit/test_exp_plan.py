@@ -51,28 +51,40 @@ def test_good_plan_expands_to_the_matrix():
     assert plan.engines["sim"].target == "vllm"
     assert plan.engines["sim"].family == "simengine"
     assert len({r.key for r in runs}) == len(runs)
-    config = build_config(sens[0], target="vllm", base_url="http://127.0.0.1:9", results_dir="r",
-                          experiment_id="e", extra_manifest={"x": 1})
+    config = build_config(
+        sens[0],
+        target="vllm",
+        base_url="http://127.0.0.1:9",
+        results_dir="r",
+        experiment_id="e",
+        extra_manifest={"x": 1},
+    )
     assert config.num_prompts == 10
     assert config.linger_s == 0
     assert config.experiment_id == "e"
 
 
-@pytest.mark.parametrize(("patch", "line", "message"), [
-    (("  - name: sens\n", "  - name: sens\n    colour: red\n"), 20, "unknown key 'colour'"),
-    (("    repetitions: 2\n", "    repetitions: two\n"), 18, "repetitions must be a positive integer"),
-    (("    concurrency: [1, 4]\n", "    concurrency: [1, -4]\n"), 17, "got -4"),
-    (("    kind: baseline\n", "    kind: warmup\n"), 15, "invalid phase 'baseline' kind 'warmup'"),
-    (("    workloads: [short, long]\n", "    workloads: [short, huge]\n"), 16, "unknown workload 'huge'"),
-    (("  num_prompts: 10\n", "  num_prompts: 10\n  rate: 5\n"), 13, "may not set 'rate'"),
-    (("  num_prompts: 10\n", "  num_promptz: 10\n"), 12, "unknown key 'num_promptz'"),
-    (("    params: {max_num_seqs: 8}\n", "    params: {max_seqs: 8}\n"), 6, "unknown key 'max_seqs'"),
-    (("    kind: external\n", "    kind: remote\n"), 8, "kind 'remote'"),
-    (("    engines: [sim]\n", "    engines: [ext]\n"), 22, "vary needs launched engines"),
-    (("    params: {max_num_seqs: 8}\n", "    params: {max_num_seqs: many}\n"), 6,
-     "invalid max_num_seqs 'many': must be an integer"),
-    (("[4, 8, 16]", "[4, 8.5]"), 22, "invalid max_num_seqs 8.5"),
-])
+@pytest.mark.parametrize(
+    ("patch", "line", "message"),
+    [
+        (("  - name: sens\n", "  - name: sens\n    colour: red\n"), 20, "unknown key 'colour'"),
+        (("    repetitions: 2\n", "    repetitions: two\n"), 18, "repetitions must be a positive integer"),
+        (("    concurrency: [1, 4]\n", "    concurrency: [1, -4]\n"), 17, "got -4"),
+        (("    kind: baseline\n", "    kind: warmup\n"), 15, "invalid phase 'baseline' kind 'warmup'"),
+        (("    workloads: [short, long]\n", "    workloads: [short, huge]\n"), 16, "unknown workload 'huge'"),
+        (("  num_prompts: 10\n", "  num_prompts: 10\n  rate: 5\n"), 13, "may not set 'rate'"),
+        (("  num_prompts: 10\n", "  num_promptz: 10\n"), 12, "unknown key 'num_promptz'"),
+        (("    params: {max_num_seqs: 8}\n", "    params: {max_seqs: 8}\n"), 6, "unknown key 'max_seqs'"),
+        (("    kind: external\n", "    kind: remote\n"), 8, "kind 'remote'"),
+        (("    engines: [sim]\n", "    engines: [ext]\n"), 22, "vary needs launched engines"),
+        (
+            ("    params: {max_num_seqs: 8}\n", "    params: {max_num_seqs: many}\n"),
+            6,
+            "invalid max_num_seqs 'many': must be an integer",
+        ),
+        (("[4, 8, 16]", "[4, 8.5]"), 22, "invalid max_num_seqs 8.5"),
+    ],
+)
 def test_bad_plans_name_the_line(patch, line, message):
     text = GOOD.replace(*patch)
     assert text != GOOD

@@ -16,26 +16,49 @@ from loadgen.results import load_run, write_json
 
 
 def _store(root: Path, run_id: str, engine: str, conc: int, rps: float, p99: float) -> None:
-    summary = {"run_id": run_id, "engine": engine, "target": engine, "max_concurrency": conc,
-               "asked_rate": "inf", "started_at": "2026-11-29T19:00:00Z", "ended_at": "2026-11-29T19:01:00Z",
-               "request_throughput": rps, "output_token_throughput": rps * 64,
-               "total_token_throughput": rps * 128,
-               "goodput": rps, "error_rate": 0.0, "requests": {"failed": 0}, "partial": False,
-               "ttft_s": {"p50": p99 / 4, "p90": p99 / 3, "p99": p99 / 2},
-               "tpot_s": {"p50": 0.01, "p90": 0.012, "p99": 0.015},
-               "e2e_s": {"p50": p99 / 2, "p90": p99 * 0.8, "p99": p99}}
-    manifest = {"run_id": run_id,
-                "engine": {"engine": engine, "version": "1.0", "params": {"max_num_seqs": 8}},
-                "config": {"input_len": "fixed:64", "output_len": "fixed:64", "num_prompts": 32, "seed": 42},
-                "workload": {"fingerprint": "f"}, "cache": {"flushed": True, "method": "restart"},
-                "experiment": {"engine": engine, "workload": "short", "phase": "baseline"}}
+    summary = {
+        "run_id": run_id,
+        "engine": engine,
+        "target": engine,
+        "max_concurrency": conc,
+        "asked_rate": "inf",
+        "started_at": "2026-11-29T19:00:00Z",
+        "ended_at": "2026-11-29T19:01:00Z",
+        "request_throughput": rps,
+        "output_token_throughput": rps * 64,
+        "total_token_throughput": rps * 128,
+        "goodput": rps,
+        "error_rate": 0.0,
+        "requests": {"failed": 0},
+        "partial": False,
+        "ttft_s": {"p50": p99 / 4, "p90": p99 / 3, "p99": p99 / 2},
+        "tpot_s": {"p50": 0.01, "p90": 0.012, "p99": 0.015},
+        "e2e_s": {"p50": p99 / 2, "p90": p99 * 0.8, "p99": p99},
+    }
+    manifest = {
+        "run_id": run_id,
+        "engine": {"engine": engine, "version": "1.0", "params": {"max_num_seqs": 8}},
+        "config": {"input_len": "fixed:64", "output_len": "fixed:64", "num_prompts": 32, "seed": 42},
+        "workload": {"fingerprint": "f"},
+        "cache": {"flushed": True, "method": "restart"},
+        "experiment": {"engine": engine, "workload": "short", "phase": "baseline"},
+    }
     write_json(root / run_id / "summary.json", summary)
     write_json(root / run_id / "manifest.json", manifest)
     # half the lines as loadgen writes them (ttft_s, tpot_s), half with only the raw ns stamps:
     # TTFT = first - sent; TPOT = (last - first) / (tokens - 1)
     lines = [{"outcome": "ok", "warmup": False, "ttft_s": 0.05 + i * 1e-3, "tpot_s": 0.01} for i in range(10)]
-    lines += [{"outcome": "ok", "warmup": False, "sent_ns": 0, "first_token_ns": int(0.05e9 + i * 1e6),
-               "last_token_ns": int(0.05e9 + i * 1e6 + 63 * 10e6), "output_tokens": 64} for i in range(10)]
+    lines += [
+        {
+            "outcome": "ok",
+            "warmup": False,
+            "sent_ns": 0,
+            "first_token_ns": int(0.05e9 + i * 1e6),
+            "last_token_ns": int(0.05e9 + i * 1e6 + 63 * 10e6),
+            "output_tokens": 64,
+        }
+        for i in range(10)
+    ]
     lines.append({"outcome": "timeout", "warmup": False, "ttft_s": 9.0})
     (root / run_id / "requests.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
 
@@ -51,8 +74,13 @@ def runs(tmp_path: Path) -> list:
 
 def test_report_files_tables_and_facts(runs, tmp_path):
     out = tmp_path / "report"
-    options = ReportOptions(title="t", purpose="compare", experiment_ids=("exp-1",),
-                            objective=parse_objective("e2e_p99=1500ms"), cost_per_hour=20.0)
+    options = ReportOptions(
+        title="t",
+        purpose="compare",
+        experiment_ids=("exp-1",),
+        objective=parse_objective("e2e_p99=1500ms"),
+        cost_per_hour=20.0,
+    )
     text = write_report(runs, out, options).read_text()
     for png in ("throughput_vs_p99.png", "latency_vs_load.png", "ttft_tpot_distribution.png"):
         data = (out / png).read_bytes()
@@ -88,9 +116,12 @@ def test_different_workloads_side_by_side_are_flagged(runs):
 
 
 def test_exporter_warnings_reach_the_report(runs, tmp_path):
-    runs[0].manifest["exporter"] = {"checks": [
-        {"id": "clocks", "severity": "warning", "message": "GPU 0 throttled: HW slowdown"},
-        {"id": "persistence", "severity": "info", "message": "persistence mode on"}]}
+    runs[0].manifest["exporter"] = {
+        "checks": [
+            {"id": "clocks", "severity": "warning", "message": "GPU 0 throttled: HW slowdown"},
+            {"id": "persistence", "severity": "info", "message": "persistence mode on"},
+        ]
+    }
     text = write_report(runs[:1], tmp_path / "r", ReportOptions(title="t")).read_text()
     assert "- exporter warning: GPU 0 throttled: HW slowdown (runs vllm-1)" in text
     assert "persistence mode on" not in text

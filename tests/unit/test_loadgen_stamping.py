@@ -93,6 +93,7 @@ _TOKEN_A = b'data: {"choices":[{"text":"a"}]}\n\n'
 
 # ---- token marks: reads recognised on arrival as one token event, and the parse that uses them ----
 
+
 def _marked_reads(events: list[bytes], group: list[int]) -> Reads:
     """Feed `events` through a ChunkedBody, `group[i]` chunks per read (one chunk per event)."""
     reads = Reads()

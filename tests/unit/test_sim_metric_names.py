@@ -82,6 +82,7 @@ def exposed(text: str) -> dict[str, dict[str, Any]]:
             out[key]["labels"].update(k for k in s.labels if k != "le")
             if "le" in s.labels:
                 out[key]["les"].add(float(s.labels["le"]))
+
     def created_of_another(name: str) -> bool:  # vLLM's `<counter|histogram>_created` companions
         base = name.removesuffix("_created")
         return name != base and (base in out or base + "_total" in out)
