@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
-from loadgen import evloop
 from loadgen.config import HTTP_CLIENTS, RunConfig
-from loadgen.runner import run_benchmark
+from loadgen.run import evloop
+from loadgen.run.runner import run_benchmark
 from loadgen.stats import percentile
 
 CLIENT_CPU, SERVER_CPU = 0, 1

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from loadgen.distributions import SpecError, parse_length
+from loadgen.workload.distributions import SpecError, parse_length
 
 TARGET_NAMES = ("vllm", "sglang", "openai", "sim")
 ENDPOINTS = ("completions", "chat")
@@ -69,7 +69,7 @@ class RunConfig:
     grafana_url: str | None = None
     grafana_token: str | None = field(default=None, repr=False)
     extra_manifest: dict[str, Any] = field(default_factory=dict)
-    http_client: str = "raw"  # the load's transport: loadgen.rawhttp, or aiohttp
+    http_client: str = "raw"  # the load's transport: loadgen.transport.rawhttp, or aiohttp
 
     def __post_init__(self) -> None:
         validate(self)

@@ -18,7 +18,7 @@ from itertools import chain, repeat
 from operator import sub, truediv
 from typing import Any
 
-from loadgen.client import OUTCOMES, RequestRecord
+from loadgen.records import OUTCOMES, RequestRecord
 
 NS = 1e9
 PERCENTILES = (50, 90, 95, 99)

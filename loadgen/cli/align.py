@@ -8,13 +8,13 @@ import sys
 
 import click
 
-from loadgen.experiments.align import AlignError, compare_params, translate, undecided
-from loadgen.experiments.tables import render
+from loadgen.analysis.align import AlignError, compare_params, translate, undecided
+from loadgen.report.tables import render
 
 
 def _check(a: str, b: str, results_dir: str, exporters: tuple[str | None, str | None]) -> int:
-    from loadgen.experiments.enginecheck import facts_from_run, facts_from_url, identity_differences
-    from loadgen.results import RunNotFound
+    from loadgen.results.engine_facts import facts_from_run, facts_from_url, identity_differences
+    from loadgen.results.rundir import RunNotFound
 
     try:
         facts = [

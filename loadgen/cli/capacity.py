@@ -8,9 +8,9 @@ from typing import Any
 
 import click
 
-from loadgen.cli.run import OneLineErrors
-from loadgen.experiments.capacity import CapacityResult, SearchSettings, search_capacity
-from loadgen.experiments.cliopts import (
+from loadgen.analysis.capacity import CapacityResult, SearchSettings, search_capacity
+from loadgen.analysis.slo import SloError, format_seconds, parse_objective
+from loadgen.cli.options import (
     CONTEXT,
     base_config,
     echo_err,
@@ -20,10 +20,10 @@ from loadgen.experiments.cliopts import (
     split_params,
     with_run_options,
 )
+from loadgen.cli.run import OneLineErrors
 from loadgen.experiments.loads import make_measure
-from loadgen.experiments.slo import SloError, format_seconds, parse_objective
 from loadgen.experiments.state import ExperimentState, experiment_dir, new_experiment_id
-from loadgen.experiments.tables import render
+from loadgen.report.tables import render
 
 OWN = ("slo", "kind", "start", "growth", "stop_factor", "max_steps", "max_time", "resolution")
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import click
 
-from loadgen.experiments.diff import manifest_differences, metric_rows, workload_warnings
-from loadgen.experiments.tables import render
+from loadgen.analysis.diff import manifest_differences, metric_rows, workload_warnings
+from loadgen.report.tables import render
 
 
 def _num(value: float | None, unit: str) -> str:
@@ -33,7 +33,7 @@ def _short(value: Any, width: int = 40) -> str:
 @click.option("--top", type=int, default=0, help="Show only the N most likely differences (0 = all).")
 def diff(run_a: str, run_b: str, results_dir: str, top: int) -> None:
     """Explain the gap between two runs: `loadgen diff RUN_A RUN_B`."""
-    from loadgen.results import RunNotFound, load_run
+    from loadgen.results.rundir import RunNotFound, load_run
 
     try:
         a, b = load_run(results_dir, run_a), load_run(results_dir, run_b)

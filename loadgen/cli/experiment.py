@@ -22,8 +22,8 @@ from loadgen.experiments.state import (
     load_state,
     new_experiment_id,
 )
-from loadgen.experiments.tables import render
 from loadgen.experiments.yamlnodes import PlanError
+from loadgen.report.tables import render
 
 
 def _plan(path: str, results_dir: str | None) -> Plan:

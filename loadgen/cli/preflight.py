@@ -19,8 +19,8 @@ from urllib.parse import urlsplit, urlunsplit
 import click
 from rich.console import Console
 
-from exporter.preflight_view import has_error, render
 from exporter.redact import redact_url
+from loadgen.cli.preflight_view import has_error, render
 
 
 def fetch_manifest(url: str, timeout_s: float) -> dict[str, Any]:

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import click
 
-from loadgen.experiments.slo import Objective, SloError, parse_objective
+from loadgen.analysis.slo import Objective, SloError, parse_objective
 
 
 def _collect(ids: tuple[str, ...], results_dir: str) -> tuple[list, list[str], str]:
     """(run records, experiment ids, purpose) for a mix of run ids and experiment ids."""
     from loadgen.experiments.state import experiment_dir, load_state
-    from loadgen.results import load_run
+    from loadgen.results.rundir import load_run
 
     records, experiments, purposes = [], [], []
     for item in ids:
@@ -53,8 +53,8 @@ def report(
     purpose: str | None,
 ) -> None:
     """Write report.md + results.csv + PNG charts for runs and/or experiments."""
-    from loadgen.experiments.report import ReportOptions, write_report
-    from loadgen.results import RunNotFound
+    from loadgen.report.markdown import ReportOptions, write_report
+    from loadgen.results.rundir import RunNotFound
 
     try:
         objective = parse_objective(slo) if slo else None

@@ -164,8 +164,8 @@ def _raise_fd_limit() -> None:
 @click.pass_context
 def run(ctx: click.Context, **params: Any) -> None:
     """Run a benchmark: `loadgen --target sglang --rate 10` (extra `--sim-X V` go to the simulator)."""
-    from loadgen.progress import summary_table
-    from loadgen.runner import run_benchmark_sync
+    from loadgen.run.progress import summary_table
+    from loadgen.run.runner import run_benchmark_sync
 
     try:
         config = build_config(params, list(ctx.args), os.environ)

@@ -8,9 +8,10 @@ from typing import Any
 
 import click
 
-from loadgen.cli.run import OneLineErrors
-from loadgen.config import ConfigError
-from loadgen.experiments.cliopts import (
+from loadgen.analysis.knee import KNEE_METHOD, find_knee, throughput_at_sla
+from loadgen.analysis.points import Point
+from loadgen.analysis.slo import Objective, SloError, parse_objectives
+from loadgen.cli.options import (
     CONTEXT,
     base_config,
     echo_err,
@@ -20,12 +21,11 @@ from loadgen.experiments.cliopts import (
     split_params,
     with_run_options,
 )
-from loadgen.experiments.knee import KNEE_METHOD, find_knee, throughput_at_sla
+from loadgen.cli.run import OneLineErrors
+from loadgen.config import ConfigError
 from loadgen.experiments.loads import make_measure, parse_loads
-from loadgen.experiments.points import Point
-from loadgen.experiments.slo import Objective, SloError, parse_objectives
 from loadgen.experiments.state import ExperimentState, experiment_dir, new_experiment_id
-from loadgen.experiments.tables import points_table
+from loadgen.report.tables import points_table
 
 OWN = ("concurrency", "rate_list", "slo", "knee_threshold")
 

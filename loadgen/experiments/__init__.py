@@ -1,3 +1,3 @@
-"""Experiments on top of single loadgen runs: sweeps, capacity search, plans, align, diff, reports."""
+"""Experiments on top of single runs: plans, their expansion and validation, execution, launched engines."""
 
 from __future__ import annotations

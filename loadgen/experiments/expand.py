@@ -6,9 +6,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from loadgen.analysis.slo import parse_objective
 from loadgen.config import ConfigError, RunConfig
 from loadgen.experiments.plantypes import EngineSpec, PhaseSpec, Plan
-from loadgen.experiments.slo import parse_objective
 
 # Experiments default to no linger between runs (set `defaults: {linger: 15s}` when Prometheus
 # must scrape each run's last values).

@@ -7,8 +7,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from loadgen.analysis.points import Point, point_from_summary
 from loadgen.config import ConfigError, RunConfig
-from loadgen.experiments.points import Point, point_from_summary
 from loadgen.experiments.runner import RunFn, flush_external
 from loadgen.experiments.state import DONE, ExperimentState
 

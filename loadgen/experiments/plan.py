@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from loadgen.analysis.slo import SloError, parse_objective
 from loadgen.experiments.expand import check_configs, expand
 from loadgen.experiments.plan_parts import build_engines, build_phases, build_workloads
 from loadgen.experiments.plancheck import Checker
 from loadgen.experiments.plantypes import ON_FAILURE, TOP_KEYS, Plan
-from loadgen.experiments.slo import SloError, parse_objective
 from loadgen.experiments.yamlnodes import Node, PlanError, parse_yaml
 
 

@@ -24,7 +24,8 @@ from loadgen.experiments.expand import RunSpec, build_config, expand
 from loadgen.experiments.launch import EngineFailed, LaunchedEngine
 from loadgen.experiments.plantypes import EngineSpec, Plan
 from loadgen.experiments.state import DONE, ExperimentState
-from loadgen.runner import RunResult, run_benchmark_sync
+from loadgen.records import RunResult
+from loadgen.run.runner import run_benchmark_sync
 from loadgen.targets import get_target
 
 RunFn = Callable[[RunConfig], RunResult]

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from loadgen.results import write_json
+from loadgen.results.rundir import write_json
 
 DONE = "done"
 

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 import aiohttp
 
-from loadgen.workload import RequestSpec
+from loadgen.workload.generator import RequestSpec
 
 META_TIMEOUT = aiohttp.ClientTimeout(total=5)
 

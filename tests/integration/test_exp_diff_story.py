@@ -16,7 +16,7 @@ from loadgen.cli.align import align
 from loadgen.cli.diff import diff
 from loadgen.cli.report import report
 from loadgen.config import RunConfig
-from loadgen.runner import run_benchmark_sync
+from loadgen.run.runner import run_benchmark_sync
 from simengine.embedded import EmbeddedEngine
 
 

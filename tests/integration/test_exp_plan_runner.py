@@ -16,8 +16,9 @@ from loadgen.config import RunConfig
 from loadgen.experiments.plan import parse_plan
 from loadgen.experiments.runner import ExperimentInterrupted, ExperimentRunner, ExperimentStopped
 from loadgen.experiments.state import ExperimentState, experiment_dir, load_state
-from loadgen.results import load_run
-from loadgen.runner import RunResult, run_benchmark_sync
+from loadgen.records import RunResult
+from loadgen.results.rundir import load_run
+from loadgen.run.runner import run_benchmark_sync
 from simengine.embedded import EmbeddedEngine
 
 SIM = "python -m simengine --personality {personality} --port {{port}} --time-scale 20"

@@ -19,7 +19,7 @@ from loadgen.cli.capacity import capacity
 from loadgen.cli.report import report
 from loadgen.cli.sweep import sweep
 from loadgen.experiments.state import load_state
-from loadgen.results import load_run
+from loadgen.results.rundir import load_run
 
 SIM = [
     "--sim-max-num-seqs",

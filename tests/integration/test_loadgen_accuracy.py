@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from loadgen.config import HTTP_CLIENTS, RunConfig
-from loadgen.runner import run_benchmark
-from loadgen.sse import parse_stream
+from loadgen.run.runner import run_benchmark
 from loadgen.stats import percentile
+from loadgen.transport.sse import parse_stream
 from tests.conftest import GOLDEN_SGLANG, GOLDEN_VLLM
 from tests.loadgen_servers import SENT, free_port, golden_body, golden_replay_app, serve
 

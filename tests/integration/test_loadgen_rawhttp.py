@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.client import RequestRecord, finalize
 from loadgen.config import HTTP_CLIENTS, RunConfig
-from loadgen.dispatch import PreciseWaker
-from loadgen.rawhttp import RawClient
-from loadgen.runner import run_benchmark
+from loadgen.records import RequestRecord
+from loadgen.run.runner import run_benchmark
+from loadgen.transport.aiohttp_client import finalize
+from loadgen.transport.dispatch import PreciseWaker
+from loadgen.transport.rawhttp import RawClient
 from tests.loadgen_servers import free_port
 
 pytestmark = pytest.mark.timeout(30)

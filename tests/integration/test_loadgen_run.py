@@ -16,8 +16,8 @@ import aiohttp
 import pytest
 
 from loadgen.config import HTTP_CLIENTS, RunConfig
-from loadgen.run_loop import MIN_FOR_BUDGET
-from loadgen.runner import TargetUnreachable, run_benchmark
+from loadgen.run.measure import MIN_FOR_BUDGET
+from loadgen.run.runner import TargetUnreachable, run_benchmark
 from loadgen.stats import percentile
 from tests.loadgen_servers import FakeEngine, free_port, serve
 

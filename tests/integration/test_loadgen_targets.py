@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from loadgen.manifest import neutral_params
+from loadgen.results.manifest import neutral_params
 from loadgen.targets import get_target
 from tests.conftest import GOLDEN_SGLANG, GOLDEN_VLLM
 from tests.loadgen_servers import serve

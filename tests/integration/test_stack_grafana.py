@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from loadgen.annotations import annotate_run_end, annotate_run_start
 from loadgen.cli.grafana import grafana
+from loadgen.run.annotations import annotate_run_end, annotate_run_start
 from tests.integration.test_stack_support import FakeGrafana, free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,7 +82,7 @@ def test_grafana_errors_are_a_warning_never_a_failure(status: int, caplog: pytes
     with FakeGrafana(TOKEN, fail_with=status) as server, caplog.at_level(logging.WARNING):
         assert annotate_run_start(server.url, TOKEN, run_id="r1", tags=TAGS, text="x") is None
         annotate_run_end(server.url, TOKEN, 3, run_id="r1", tags=TAGS, text="x", start_ms=1, end_ms=2)
-    warnings = [r.getMessage() for r in caplog.records if r.name == "loadgen.annotations"]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "loadgen.run.annotations"]
     assert len(warnings) == 2
     assert all(f"HTTP {status}" in w and "the run goes on" in w for w in warnings)
     assert TOKEN not in caplog.text

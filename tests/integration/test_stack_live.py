@@ -111,7 +111,7 @@ def prometheus_config(ports: dict[str, list[str]], h200_replay: str) -> dict[str
 
 def run_loadgen(base_url: str, metrics_port: int, results_dir: Path, grafana_url: str) -> Any:
     from loadgen.config import RunConfig
-    from loadgen.runner import run_benchmark_sync
+    from loadgen.run.runner import run_benchmark_sync
 
     config = RunConfig(
         target="vllm",
@@ -373,7 +373,7 @@ def test_alerts_see_what_the_real_h200_scrape_shows(stack: Stack) -> None:
 
 
 def test_the_run_is_annotated_in_grafana(stack: Stack) -> None:
-    # the runner calls loadgen.annotations: POST at the start, PATCH with timeEnd at the end
+    # the runner calls loadgen.run.annotations: POST at the start, PATCH with timeEnd at the end
     calls = [(method, path.rsplit("/", 1)[0]) for method, path, _ in stack.grafana_requests]
     assert calls == [("POST", "/api"), ("PATCH", "/api/annotations")]
     start, end = (body for _, _, body in stack.grafana_requests)

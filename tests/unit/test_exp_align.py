@@ -7,8 +7,8 @@ import shlex
 import pytest
 from click.testing import CliRunner
 
+from loadgen.analysis.align import AlignError, compare_params, translate, undecided
 from loadgen.cli.align import align
-from loadgen.experiments.align import AlignError, compare_params, translate, undecided
 from tests.conftest import GOLDEN_SGLANG, GOLDEN_VLLM
 
 SEED_VLLM = (

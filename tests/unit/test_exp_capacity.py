@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import itertools
 
-from loadgen.experiments.capacity import SearchSettings, next_ramp_load, search_capacity
-from loadgen.experiments.points import Point
-from loadgen.experiments.slo import parse_objective
+from loadgen.analysis.capacity import SearchSettings, next_ramp_load, search_capacity
+from loadgen.analysis.points import Point
+from loadgen.analysis.slo import parse_objective
 
 
 def _measure_linear(loads: list[float]):

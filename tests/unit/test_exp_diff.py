@@ -6,8 +6,8 @@ import copy
 
 import pytest
 
-from loadgen.experiments.diff import manifest_differences, metric_rows, workload_warnings
-from loadgen.experiments.flatten import flatten, parse_flag_list
+from loadgen.analysis.diff import manifest_differences, metric_rows, workload_warnings
+from loadgen.analysis.flatten import flatten, parse_flag_list
 
 MANIFEST = {
     "run_id": "a",

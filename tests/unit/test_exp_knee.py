@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from loadgen.experiments.knee import elasticity, find_knee, throughput_at_sla
-from loadgen.experiments.points import Point, point_from_summary
-from loadgen.experiments.slo import SloError, parse_objective
+from loadgen.analysis.knee import elasticity, find_knee, throughput_at_sla
+from loadgen.analysis.points import Point, point_from_summary
+from loadgen.analysis.slo import SloError, parse_objective
 
 
 def _point(load: float, rps: float, p99: float) -> Point:
@@ -98,7 +98,7 @@ def test_point_from_summary_reads_contract_fields():
 
 
 def test_repetitions_at_one_load_are_averaged():
-    from loadgen.experiments.points import mean_point
+    from loadgen.analysis.points import mean_point
 
     merged = mean_point([_point(8, 8.0, 1.0), _point(8, 10.0, 2.0)])
     # (8 + 10) / 2 = 9 req/s; p99 (1 + 2) / 2 = 1.5 s

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.experiments.costs import cost_per_million_tokens, max_num_seqs_advice
-from loadgen.experiments.report import ReportOptions, workload_mismatches, write_report
-from loadgen.experiments.series import request_latencies
-from loadgen.experiments.slo import parse_objective
-from loadgen.results import load_run, write_json
+from loadgen.analysis.costs import cost_per_million_tokens, max_num_seqs_advice
+from loadgen.analysis.series import request_latencies
+from loadgen.analysis.slo import parse_objective
+from loadgen.report.markdown import ReportOptions, workload_mismatches, write_report
+from loadgen.results.rundir import load_run, write_json
 
 
 def _store(root: Path, run_id: str, engine: str, conc: int, rps: float, p99: float) -> None:

@@ -17,7 +17,7 @@ from loadgen.config import (
     parse_slo,
     resolve,
 )
-from loadgen.distributions import SpecError, parse_length
+from loadgen.workload.distributions import SpecError, parse_length
 
 
 @pytest.mark.parametrize(

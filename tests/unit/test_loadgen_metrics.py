@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 
-from loadgen.client import RequestRecord
-from loadgen.metrics import ITL_BUCKETS, LATENCY_BUCKETS, LiveMetrics, RunLabels
+from loadgen.records import RequestRecord
+from loadgen.run.live_metrics import ITL_BUCKETS, LATENCY_BUCKETS, LiveMetrics, RunLabels
 from loadgen.stats import percentile
 
 MS = 1_000_000

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.results import (
+from loadgen.results.rundir import (
     CSV_COLUMNS,
     RunNotFound,
     append_runs_csv,
@@ -86,6 +86,6 @@ def test_runs_csv_gets_one_row_per_run_and_one_header(tmp_path: Path) -> None:
     ],
 )
 def test_public_url_drops_credentials(url: str, public: str) -> None:
-    from loadgen.manifest import public_url
+    from loadgen.results.manifest import public_url
 
     assert public_url(url) == public

@@ -8,7 +8,7 @@ import statistics
 import pytest
 
 from loadgen.config import RunConfig
-from loadgen.schedule import NS, build_schedule
+from loadgen.workload.schedule import NS, build_schedule
 
 
 def _gaps(config: RunConfig) -> list[float]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.sse import ProtocolError, fast_events, parse_general, parse_stream, split_events
+from loadgen.transport.sse import ProtocolError, fast_events, parse_general, parse_stream, split_events
 from tests.conftest import GOLDEN_SGLANG, GOLDEN_SSE_STREAMS, GOLDEN_VLLM
 from tests.loadgen_servers import golden_body
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.sse import ProtocolError, _parse_marked, parse_general, parse_stream
-from loadgen.stamping import ChunkedBody, Reads, _chunked_head
+from loadgen.transport.sse import ProtocolError, _parse_marked, parse_general, parse_stream
+from loadgen.transport.stamping import ChunkedBody, Reads, _chunked_head
 from tests.conftest import GOLDEN_SSE_STREAMS
 from tests.loadgen_servers import golden_body
 

@@ -7,7 +7,7 @@ import random
 import numpy as np
 import pytest
 
-from loadgen.client import RequestRecord
+from loadgen.records import RequestRecord
 from loadgen.stats import describe, e2e_s, itls_s, meets_slo, percentile, summarize, tpot_s, ttft_s
 
 MS = 1_000_000

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from loadgen.targets import TARGETS, get_target
-from loadgen.workload import RequestSpec
+from loadgen.workload.generator import RequestSpec
 
 TOKENS = RequestSpec(0, [101, 102, 103], 3, 7)
 TEXT = RequestSpec(1, "hello world", 2, 5, system="you are terse", input_len_exact=False)

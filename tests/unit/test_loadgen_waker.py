@@ -6,7 +6,7 @@ import asyncio
 import threading
 import time
 
-from loadgen.dispatch import PreciseWaker
+from loadgen.transport.dispatch import PreciseWaker
 
 
 def _recorder(ran: list[tuple[str, int]], done: threading.Event, name: str, last: bool = False):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from loadgen.config import ConfigError, RunConfig
-from loadgen.workload import TOKEN_ID_HIGH, TOKEN_ID_LOW, build_workload, fingerprint
+from loadgen.workload.generator import TOKEN_ID_HIGH, TOKEN_ID_LOW, build_workload, fingerprint
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -40,7 +40,8 @@ def test_same_seed_same_sequence_different_seed_differs() -> None:
 @pytest.mark.parametrize("workload", ["random", "random-text", "shared-prefix"])
 def test_fingerprint_is_identical_in_another_process(workload: str) -> None:
     code = (
-        "from loadgen.config import RunConfig; from loadgen.workload import build_workload, fingerprint;"
+        "from loadgen.config import RunConfig;"
+        "from loadgen.workload.generator import build_workload, fingerprint;"
         f"wl = build_workload(RunConfig(workload={workload!r}, input_len='lognormal:50,0.8', seed=5));"
         "print(fingerprint(wl.request(i) for i in range(50)))"
     )

@@ -25,8 +25,9 @@ from typing import Any
 
 import aiohttp
 
-from loadgen.client import RequestRecord, request_headers, send_request
-from loadgen.rawhttp import RawClient
+from loadgen.records import RequestRecord
+from loadgen.transport.aiohttp_client import request_headers, send_request
+from loadgen.transport.rawhttp import RawClient
 
 COARSE_MARGIN_NS = 2_000_000  # asyncio timers wake up to 1 ms late (epoll); stop them 2 ms early
 AHEAD_NS = 5_000_000  # a raw request is readied this early; the waker writes it on time

@@ -9,10 +9,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from loadgen.client import RequestRecord
+from loadgen.records import RequestRecord
 from loadgen.config import RunConfig
-from loadgen.manifest import client_info, engine_section, tool_info
-from loadgen.results import append_runs_csv, csv_row, write_json, write_jsonl
+from loadgen.results.manifest import client_info, engine_section, tool_info
+from loadgen.results.rundir import append_runs_csv, csv_row, write_json, write_jsonl
 from loadgen.stats import NS, e2e_s, itls_s, summarize, tpot_s, ttft_s
 from loadgen.targets import EngineMetadata
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from loadgen.experiments.points import Point
-from loadgen.experiments.slo import Objective
+from loadgen.analysis.points import Point
+from loadgen.analysis.slo import Objective
 
 KNEE_METHOD = (
     "elasticity: the last load before throughput grows by less than {threshold:g}x the relative "

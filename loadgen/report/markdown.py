@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loadgen.experiments.charts import write_charts
-from loadgen.experiments.facts import series_facts
-from loadgen.experiments.series import Series, group_series, run_load
-from loadgen.experiments.slo import Objective, format_seconds
-from loadgen.results import RunRecord, atomic_write
+from loadgen.analysis.facts import series_facts
+from loadgen.analysis.series import Series, group_series, run_load
+from loadgen.analysis.slo import Objective, format_seconds
+from loadgen.report.charts import write_charts
+from loadgen.results.rundir import RunRecord, atomic_write
 
 RESULT_COLUMNS = (
     "run_id",

@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from loadgen.experiments.flatten import flatten
+from loadgen.analysis.flatten import flatten
 
 METRICS: tuple[tuple[str, str, str, str], ...] = (
     # label, summary key, stat (or "" for a scalar), unit

@@ -12,46 +12,13 @@ import asyncio
 import contextlib
 import time
 from array import array
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 
-from loadgen.sse import ProtocolError, parse_stream
-from loadgen.stamping import Reads, read_stamped
-
-OUTCOMES = ("ok", "http_error", "timeout", "disconnect", "protocol_error", "cancelled")
-
-
-@dataclass(slots=True)
-class RequestRecord:
-    """Timestamps (perf_counter ns) and counts of one request; outcome None until it finishes."""
-
-    index: int
-    x_request_id: str
-    warmup: bool
-    scheduled_ns: int
-    input_len: int
-    output_len: int
-    sent_ns: int = 0
-    first_ns: int | None = None
-    last_ns: int | None = None
-    done_ns: int | None = None
-    token_ns: Sequence[int] = field(default_factory=list)  # arrival of each token-bearing chunk
-    prompt_tokens: int | None = None
-    output_tokens: int = 0
-    token_count: str = "usage"
-    outcome: str | None = None
-    http_status: int | None = None
-    error: str | None = None
-    raw: list[tuple[int, bytes]] | None = None  # stamped body until `finalize` parses it
-    fallback: tuple[str, str] | None = None  # (outcome, error) of a stream cut short
-
-    @property
-    def schedule_lag_ns(self) -> int:
-        """Actual send minus scheduled send."""
-        return self.sent_ns - self.scheduled_ns
+from loadgen.records import RequestRecord
+from loadgen.transport.sse import ProtocolError, parse_stream
+from loadgen.transport.stamping import Reads, read_stamped
 
 
 def _finish_from_stream(record: RequestRecord, reads: list[tuple[int, bytes]], complete: bool) -> None:

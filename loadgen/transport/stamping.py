@@ -23,7 +23,7 @@ import aiohttp
 from aiohttp.client_proto import ResponseHandler
 from aiohttp.streams import StreamReader
 
-from loadgen.sse import COMPACT_TOKEN
+from loadgen.transport.sse import COMPACT_TOKEN
 
 _READS: dict[int, Reads] = {}  # id(reader) -> stamped body pieces
 MAX_CHUNK_HEAD = 4096  # a longer chunk-size line goes to aiohttp's parser (which rejects it)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from loadgen.experiments.points import Point
-from loadgen.experiments.slo import format_seconds
+from loadgen.analysis.points import Point
+from loadgen.analysis.slo import format_seconds
 
 
 def render(headers: Sequence[str], rows: Sequence[Sequence[str]], left: Sequence[int] = (0,)) -> str:

@@ -14,14 +14,15 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from loadgen.client import RequestRecord, finalize
 from loadgen.config import RunConfig
-from loadgen.dispatch import Dispatcher
-from loadgen.metrics import LiveMetrics
-from loadgen.progress import Counts, Progress
+from loadgen.records import RequestRecord
+from loadgen.run.live_metrics import LiveMetrics
+from loadgen.run.progress import Counts, Progress
 from loadgen.stats import meets_slo
 from loadgen.targets import Target
-from loadgen.workload import RequestSpec, fingerprint
+from loadgen.transport.aiohttp_client import finalize
+from loadgen.transport.dispatch import Dispatcher
+from loadgen.workload.generator import RequestSpec, fingerprint
 
 MIN_FOR_BUDGET = 20  # finished requests before --max-error-rate may stop a run early
 SWITCH_INTERVAL_S = 0.0002  # GIL hand-over delay during a run (Python's default is 5 ms)

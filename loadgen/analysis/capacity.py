@@ -13,8 +13,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from loadgen.experiments.points import Point
-from loadgen.experiments.slo import Objective
+from loadgen.analysis.points import Point
+from loadgen.analysis.slo import Objective
 
 Measure = Callable[[float], Point]
 

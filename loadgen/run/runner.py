@@ -9,43 +9,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
-import loadgen.annotations as grafana_notes
-from loadgen import evloop
-from loadgen.client import finalize
+import loadgen.run.annotations as grafana_notes
 from loadgen.config import ConfigError, RunConfig
-from loadgen.dispatch import Dispatcher, connector_limit
-from loadgen.manifest import public_url
-from loadgen.metrics import LiveMetrics, RunLabels
-from loadgen.rawhttp import RawClient
-from loadgen.record import ManifestFacts, build_manifest, build_summary, write_run
-from loadgen.run_loop import Run, execute, install_signals, linger, paced_gc
-from loadgen.schedule import build_schedule
-from loadgen.stamping import StampingConnector
+from loadgen.records import RunResult
+from loadgen.results.manifest import public_url
+from loadgen.results.record import ManifestFacts, build_manifest, build_summary, write_run
+from loadgen.run import evloop
+from loadgen.run.live_metrics import LiveMetrics, RunLabels
+from loadgen.run.measure import Run, execute, install_signals, linger, paced_gc
 from loadgen.targets import EngineMetadata, Target, get_target
-from loadgen.workload import build_workload, fingerprint
+from loadgen.transport.aiohttp_client import finalize
+from loadgen.transport.dispatch import Dispatcher, connector_limit
+from loadgen.transport.rawhttp import RawClient
+from loadgen.transport.stamping import StampingConnector
+from loadgen.workload.generator import build_workload, fingerprint
+from loadgen.workload.schedule import build_schedule
 
 
 class TargetUnreachable(ConfigError):
     """The target does not answer before the run (one line with the cause and a hint)."""
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """What a finished (or interrupted) run produced."""
-
-    run_id: str
-    result_dir: Path
-    summary: dict[str, Any]
-    manifest: dict[str, Any]
-    partial: bool
-    exit_code: int
 
 
 @contextlib.contextmanager
@@ -102,7 +90,7 @@ def _labels_info(
 
 async def run_benchmark(config: RunConfig, *, progress: bool = True) -> RunResult:
     """Run the benchmark the config describes and write its record; see the module docstring."""
-    from loadgen.results import new_run_id
+    from loadgen.results.rundir import new_run_id
 
     run_id = new_run_id()
     target = get_target(config.target)
@@ -165,7 +153,7 @@ async def _run(
     progress: bool,
     raw: RawClient | None = None,
 ) -> RunResult:
-    from loadgen.manifest import fetch_exporter_manifest
+    from loadgen.results.manifest import fetch_exporter_manifest
 
     meta_session, session = sessions
     meta = await target.fetch_metadata(meta_session, base_url)

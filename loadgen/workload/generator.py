@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from loadgen.config import ConfigError, RunConfig
-from loadgen.distributions import LengthDist, parse_length
+from loadgen.workload.distributions import LengthDist, parse_length
 
 # Token ids drawn for synthetic prompts: above the special tokens, inside the smallest vocabulary we
 # meet (the golden captures' 8,000-token tokenizer; Llama/Qwen vocabularies are far larger).

@@ -9,8 +9,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from loadgen.experiments.series import Series, request_latencies  # noqa: E402
-from loadgen.experiments.slo import Objective  # noqa: E402
+from loadgen.analysis.series import Series, request_latencies  # noqa: E402
+from loadgen.analysis.slo import Objective  # noqa: E402
 
 LOAD_AXIS = {"concurrency": "concurrency (requests in flight)", "rate": "offered rate (requests/s)"}
 PERCENTILE_STYLES = (("p50", ":"), ("p90", "--"), ("p99", "-"))

@@ -11,10 +11,10 @@ from typing import Any, TypeVar
 
 import click
 
+from loadgen.analysis.slo import Objective
 from loadgen.cli.run import build_config
 from loadgen.cli.run import run as run_command
 from loadgen.config import ConfigError, RunConfig
-from loadgen.experiments.slo import Objective
 from loadgen.experiments.state import ExperimentState
 
 T = TypeVar("T")
@@ -63,7 +63,7 @@ def base_config(
 
 def runner_for(run_params: dict[str, Any]) -> Callable[[RunConfig], Any]:
     """run_benchmark_sync with the progress display unless --quiet."""
-    from loadgen.runner import run_benchmark_sync
+    from loadgen.run.runner import run_benchmark_sync
 
     quiet = bool(run_params.get("quiet"))
     return lambda config: run_benchmark_sync(config, progress=not quiet)

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loadgen.experiments.points import Point, mean_point, point_from_summary
-from loadgen.results import RunRecord
+from loadgen.analysis.points import Point, mean_point, point_from_summary
+from loadgen.results.rundir import RunRecord
 
 NS = 1e9
 LABEL_PARAMS = ("tensor_parallel_size", "max_num_seqs")

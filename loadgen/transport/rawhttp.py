@@ -20,8 +20,8 @@ from functools import partial
 from typing import cast
 from urllib.parse import unquote, urlsplit
 
-from loadgen.client import RequestRecord
-from loadgen.stamping import ChunkedBody, Reads
+from loadgen.records import RequestRecord
+from loadgen.transport.stamping import ChunkedBody, Reads
 
 MAX_HEAD = 65536
 _now = time.perf_counter_ns

@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry, Gauge, start_http_server
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 from prometheus_client.utils import floatToGoString
 
-from loadgen.client import OUTCOMES, RequestRecord
+from loadgen.records import OUTCOMES, RequestRecord
 from loadgen.stats import NS, e2e_s, itls_s, tpot_s, ttft_s
 
 LABELS = ("run_id", "target", "model", "scenario")

@@ -10,8 +10,8 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from loadgen.manifest import fetch_exporter_manifest, neutral_params
-from loadgen.results import load_run
+from loadgen.results.manifest import fetch_exporter_manifest, neutral_params
+from loadgen.results.rundir import load_run
 from loadgen.targets import get_target
 
 

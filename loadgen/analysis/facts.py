@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from loadgen.experiments.costs import PRODUCTION_MEMORY_FRACTION, cost_per_million_tokens, max_num_seqs_advice
-from loadgen.experiments.knee import find_knee, throughput_at_sla
-from loadgen.experiments.series import Series
-from loadgen.experiments.slo import Objective
+from loadgen.analysis.costs import PRODUCTION_MEMORY_FRACTION, cost_per_million_tokens, max_num_seqs_advice
+from loadgen.analysis.knee import find_knee, throughput_at_sla
+from loadgen.analysis.series import Series
+from loadgen.analysis.slo import Objective
 
 
 def _cost_line(cost_per_hour: float | None, tok_s: float | None, where: str) -> list[str]:

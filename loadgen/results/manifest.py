@@ -16,7 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 import aiohttp
 
 from loadgen import __version__
-from loadgen.evloop import loop_name
+from loadgen.run.evloop import loop_name
 from loadgen.targets.base import EngineMetadata
 
 SECRET_HINTS = ("key", "token", "secret", "password", "authorization", "credentials")

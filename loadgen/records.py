@@ -1,0 +1,56 @@
+"""Plain types every layer shares: one request's record, the outcomes, a run's result.
+
+Standard library only, so statistics, live metrics, results and both transports import it without
+pulling in a transport (`python -c "import loadgen.stats"` needs no aiohttp).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+OUTCOMES = ("ok", "http_error", "timeout", "disconnect", "protocol_error", "cancelled")
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """Timestamps (perf_counter ns) and counts of one request; outcome None until it finishes."""
+
+    index: int
+    x_request_id: str
+    warmup: bool
+    scheduled_ns: int
+    input_len: int
+    output_len: int
+    sent_ns: int = 0
+    first_ns: int | None = None
+    last_ns: int | None = None
+    done_ns: int | None = None
+    token_ns: Sequence[int] = field(default_factory=list)  # arrival of each token-bearing chunk
+    prompt_tokens: int | None = None
+    output_tokens: int = 0
+    token_count: str = "usage"
+    outcome: str | None = None
+    http_status: int | None = None
+    error: str | None = None
+    raw: list[tuple[int, bytes]] | None = None  # stamped body until `finalize` parses it
+    fallback: tuple[str, str] | None = None  # (outcome, error) of a stream cut short
+
+    @property
+    def schedule_lag_ns(self) -> int:
+        """Actual send minus scheduled send."""
+        return self.sent_ns - self.scheduled_ns
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What a finished (or interrupted) run produced."""
+
+    run_id: str
+    result_dir: Path
+    summary: dict[str, Any]
+    manifest: dict[str, Any]
+    partial: bool
+    exit_code: int

@@ -1,0 +1,1 @@
+"""Reports: Markdown, charts and console tables."""

@@ -1,0 +1,1 @@
+"""One benchmark run: prepare, measure (send and stamp), record; live metrics and progress."""

@@ -1,0 +1,1 @@
+"""Seeded workloads: length distributions, request generators and the send schedule."""
