@@ -6,6 +6,7 @@ pulling in a transport (`python -c "import loadgen.stats"` needs no aiohttp).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,3 +55,10 @@ class RunResult:
     manifest: dict[str, Any]
     partial: bool
     exit_code: int
+
+
+def mark_cut_short(record: RequestRecord, reads: list[tuple[int, bytes]], outcome: str, error: str) -> None:
+    """A request that ended without a complete response: keep its reads for parsing later and the
+    outcome it gets when the reads do not say otherwise (stamped now)."""
+    record.done_ns = time.perf_counter_ns()
+    record.raw, record.fallback = reads, (outcome, error)

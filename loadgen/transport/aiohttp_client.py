@@ -16,7 +16,7 @@ from typing import Any
 
 import aiohttp
 
-from loadgen.records import RequestRecord
+from loadgen.records import RequestRecord, mark_cut_short
 from loadgen.transport.sse import ProtocolError, parse_stream
 from loadgen.transport.stamping import Reads, read_stamped
 
@@ -74,23 +74,18 @@ async def send_request(
         record.done_ns = now()
         record.raw = reads
     except asyncio.CancelledError:
-        _partial(record, reads, "cancelled", "cancelled before completion")
+        mark_cut_short(record, reads, "cancelled", "cancelled before completion")
         raise
     except TimeoutError:
-        _partial(record, reads, "timeout", "no complete response within --request-timeout")
+        mark_cut_short(record, reads, "timeout", "no complete response within --request-timeout")
     except (
         aiohttp.ClientPayloadError,
         aiohttp.ServerDisconnectedError,
         aiohttp.ClientOSError,
         aiohttp.ClientConnectionError,
     ) as exc:
-        _partial(record, reads, "disconnect", f"{type(exc).__name__}: {str(exc)[:200]}")
+        mark_cut_short(record, reads, "disconnect", f"{type(exc).__name__}: {str(exc)[:200]}")
     return record
-
-
-def _partial(record: RequestRecord, reads: list[tuple[int, bytes]], outcome: str, error: str) -> None:
-    record.done_ns = time.perf_counter_ns()
-    record.raw, record.fallback = reads, (outcome, error)
 
 
 def finalize(record: RequestRecord) -> RequestRecord:

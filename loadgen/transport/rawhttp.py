@@ -20,7 +20,7 @@ from functools import partial
 from typing import cast
 from urllib.parse import unquote, urlsplit
 
-from loadgen.records import RequestRecord
+from loadgen.records import RequestRecord, mark_cut_short
 from loadgen.transport.stamping import ChunkedBody, Reads
 
 MAX_HEAD = 65536
@@ -378,17 +378,17 @@ class RawClient:
                 return _http_error(record, conn.status, reads)
             record.done_ns, record.raw = conn.end_ns, reads
         except asyncio.CancelledError:
-            _partial(record, reads, "cancelled", "cancelled before completion")
+            mark_cut_short(record, reads, "cancelled", "cancelled before completion")
             raise
         except TimeoutError:
-            _partial(record, reads, "timeout", "no complete response within --request-timeout")
+            mark_cut_short(record, reads, "timeout", "no complete response within --request-timeout")
         except RawProtocolError as exc:
-            _partial(record, reads, "protocol_error", str(exc))
+            mark_cut_short(record, reads, "protocol_error", str(exc))
         except OSError as exc:  # refused, reset, closed mid-body
             status = record.http_status
             if status is not None and status != 200:  # as aiohttp: the error body is best effort
                 return _http_error(record, status, reads)
-            _partial(record, reads, "disconnect", f"{type(exc).__name__}: {str(exc)[:200]}")
+            mark_cut_short(record, reads, "disconnect", f"{type(exc).__name__}: {str(exc)[:200]}")
         return record
 
     def close(self) -> None:
@@ -407,8 +407,3 @@ def _http_error(record: RequestRecord, status: int, reads: list[tuple[int, bytes
     text = b"".join(d for _, d in reads).decode(errors="replace")
     record.outcome, record.error = "http_error", f"HTTP {status}: {text.strip()[:300]}"
     return record
-
-
-def _partial(record: RequestRecord, reads: list[tuple[int, bytes]], outcome: str, error: str) -> None:
-    record.done_ns = time.perf_counter_ns()
-    record.raw, record.fallback = reads, (outcome, error)
