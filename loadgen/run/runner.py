@@ -6,29 +6,21 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import Iterator
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 
-import loadgen.run.annotations as grafana_notes
 from loadgen.config import ConfigError, RunConfig
 from loadgen.records import RunResult
-from loadgen.results.manifest import public_url
-from loadgen.results.record import ManifestFacts, build_manifest, build_summary, write_run
 from loadgen.run import evloop
-from loadgen.run.live_metrics import LiveMetrics, RunLabels
-from loadgen.run.measure import Run, execute, install_signals, linger, paced_gc
-from loadgen.targets import EngineMetadata, Target, get_target
-from loadgen.transport.aiohttp_client import finalize
-from loadgen.transport.dispatch import Dispatcher, connector_limit
+from loadgen.run.steps import RunContext, run_steps
+from loadgen.targets import Target, get_target
+from loadgen.transport.dispatch import connector_limit
 from loadgen.transport.rawhttp import RawClient
 from loadgen.transport.stamping import StampingConnector
-from loadgen.workload.generator import build_workload, fingerprint
+from loadgen.workload.generator import build_workload
 from loadgen.workload.schedule import build_schedule
 
 
@@ -73,21 +65,6 @@ async def preflight(
         raise TargetUnreachable(f"cannot reach {base_url} ({type(exc).__name__}): {target.hint}") from None
 
 
-def _labels_info(
-    config: RunConfig, run_id: str, model: str, meta: EngineMetadata | None, base_url: str
-) -> tuple[RunLabels, dict]:
-    labels = RunLabels(run_id, config.target, model, config.resolved_scenario)
-    info = {
-        "engine": (meta.engine if meta else "") or "",
-        "engine_version": (meta.version if meta else "") or "",
-        "seed": str(config.seed),
-        "dataset": config.dataset or config.resolved_workload,
-        "experiment_id": config.experiment_id or "",
-        "base_url": public_url(base_url),
-    }
-    return labels, info
-
-
 async def run_benchmark(config: RunConfig, *, progress: bool = True) -> RunResult:
     """Run the benchmark the config describes and write its record; see the module docstring."""
     from loadgen.results.rundir import new_run_id
@@ -113,18 +90,10 @@ async def run_benchmark(config: RunConfig, *, progress: bool = True) -> RunResul
                 # (the dispatcher caps first) nor when the run has no more requests than the cap
                 cap = 0 if config.max_concurrency or len(schedule) <= limit else limit
                 raw = RawClient(base_url, config.api_key, cap, config.request_timeout_s)
+            ctx = RunContext(config, run_id, target, workload, schedule, base_url, progress)
+            ctx.meta_session, ctx.session, ctx.raw = meta_session, session, raw
             try:
-                return await _run(
-                    config,
-                    run_id,
-                    target,
-                    workload,
-                    schedule,
-                    (meta_session, session),
-                    base_url,
-                    progress,
-                    raw,
-                )
+                return await run_steps(ctx)
             finally:
                 if raw is not None:
                     raw.close()
@@ -140,124 +109,6 @@ def _load_session(config: RunConfig, limit: int) -> contextlib.AbstractAsyncCont
         auto_decompress=False,  # stamped bodies are parsed as sent (requests ask for identity)
         cookie_jar=aiohttp.DummyCookieJar(),
     )
-
-
-async def _run(
-    config: RunConfig,
-    run_id: str,
-    target: Target,
-    workload: Any,
-    schedule: list[int],
-    sessions: tuple[aiohttp.ClientSession, aiohttp.ClientSession | None],
-    base_url: str,
-    progress: bool,
-    raw: RawClient | None = None,
-) -> RunResult:
-    from loadgen.results.manifest import fetch_exporter_manifest
-
-    meta_session, session = sessions
-    meta = await target.fetch_metadata(meta_session, base_url)
-    model = config.model or meta.model
-    if not model:
-        raise ConfigError(f"{base_url}/v1/models lists no model: pass --model")
-    async with aiohttp.ClientSession() as plain:  # never send the engine's API key to the exporter
-        exporter = await fetch_exporter_manifest(plain, config.exporter_url)
-    run = Run(config, run_id, progress)
-    run.metrics = _start_metrics(config, run_id, model, meta, base_url)
-    signals = install_signals(run)
-    try:
-        started = datetime.now(UTC)
-        run.metrics.start_ts.set(started.timestamp())
-        tags = [
-            "loadgen",
-            f"run_id:{run_id}",
-            f"target:{config.target}",
-            f"scenario:{config.resolved_scenario}",
-        ]
-        text = f"loadgen run {run_id} ({config.target}, {model})"
-        ann_id = await asyncio.to_thread(
-            grafana_notes.annotate_run_start,
-            config.grafana_url,
-            config.grafana_token,
-            run_id=run_id,
-            tags=tags,
-            text=text,
-        )
-        run.dispatcher = Dispatcher(
-            session, lambda p: f"{base_url}{p}", config.api_key, config.max_concurrency, run.on_done, raw=raw
-        )
-        with paced_gc():
-            start_ns, wl_fingerprint = await _execute_or_salvage(run, target, workload, model, schedule)
-            ended = datetime.now(UTC)
-            run.metrics.end_ts.set(ended.timestamp())
-            records = sorted(run.dispatcher.records, key=lambda r: r.index)
-            summary = build_summary(
-                config,
-                run_id,
-                records,
-                meta,
-                model,
-                started,
-                ended,
-                run.stop_reason,
-                run.dispatcher.peak_in_flight,
-            )
-            sent_schedule = schedule[: len(records)]
-            facts = ManifestFacts(workload, wl_fingerprint, sent_schedule, meta, base_url, *exporter)
-            manifest = build_manifest(config, run_id, facts, started, ended, run.stop_reason)
-            result_dir = write_run(Path(config.results_dir), run_id, manifest, summary, records, start_ns)
-        await asyncio.to_thread(
-            grafana_notes.annotate_run_end,
-            config.grafana_url,
-            config.grafana_token,
-            ann_id,
-            run_id=run_id,
-            tags=tags,
-            text=f"{text} ended",
-            start_ms=int(started.timestamp() * 1000),
-            end_ms=int(ended.timestamp() * 1000),
-        )
-        exit_code = 1 if run.stop_reason or summary["error_rate"] > config.max_error_rate else 0
-        if config.metrics_port and config.linger_s:
-            await linger(run, config.linger_s)
-        return RunResult(run_id, result_dir, summary, manifest, summary["partial"], exit_code)
-    finally:
-        run.metrics.stop()
-        for sig in signals:
-            asyncio.get_running_loop().remove_signal_handler(sig)
-
-
-async def _execute_or_salvage(
-    run: Run, target: Target, workload: Any, model: str, schedule: list[int]
-) -> tuple[int, str]:
-    """Run the load; if loadgen itself fails, keep what was measured and mark the record partial."""
-    try:
-        return await execute(run, target, workload, model, schedule)
-    except Exception as exc:  # noqa: BLE001 - a bug of ours must still leave a (partial) record
-        run.request_stop(f"loadgen error: {type(exc).__name__}: {exc}")
-        assert run.dispatcher is not None
-        await run.dispatcher.drain(cancel=True)
-        for record in run.dispatcher.records:
-            finalize(record)
-        return run.start_ns, fingerprint(run.specs)
-
-
-def _start_metrics(
-    config: RunConfig, run_id: str, model: str, meta: EngineMetadata, base_url: str
-) -> LiveMetrics:
-    labels, info = _labels_info(config, run_id, model, meta, base_url)
-    metrics = LiveMetrics(labels, info)
-    if config.metrics_port:
-        try:
-            metrics.serve(config.metrics_port)
-        except OSError as exc:
-            raise ConfigError(
-                f"cannot serve metrics on port {config.metrics_port} ({exc.strerror}): "
-                "pass another --metrics-port, or 0 to disable"
-            ) from None
-    metrics.target_rate.set(config.rate)
-    metrics.max_concurrency.set(config.max_concurrency or 0)
-    return metrics
 
 
 def run_benchmark_sync(config: RunConfig, *, progress: bool = True) -> RunResult:
