@@ -55,6 +55,7 @@ class RunResult:
     manifest: dict[str, Any]
     partial: bool
     exit_code: int
+    not_written: dict[str, str] = field(default_factory=dict)  # file name -> why it was not written
 
 
 def mark_cut_short(record: RequestRecord, reads: list[tuple[int, bytes]], outcome: str, error: str) -> None:

@@ -2,7 +2,8 @@
 
 Sources resolve as `--config run.yaml` < environment (`LOADGEN_*`, `OPENAI_API_KEY`, `GRAFANA_URL`,
 `GRAFANA_TOKEN`) < flags. Exit codes: 0 ok; 1 the run failed its error budget or was interrupted
-(a partial result is still written); 2 usage error or unreachable target (nothing written).
+(a partial result is still written); 2 usage error, unreachable target or unwritable results dir
+(nothing sent); 3 the run was measured but some of its files could not be written (named on stderr).
 """
 
 from __future__ import annotations
@@ -180,8 +181,16 @@ def run(ctx: click.Context, **params: Any) -> None:
         click.echo(json.dumps(result.summary, indent=2, default=str))
     else:
         click.echo(summary_table(result.summary))
-    click.echo(f"results: {result.result_dir}/ (manifest.json, summary.json, requests.jsonl)", err=True)
+    click.echo(results_line(result.result_dir, result.not_written), err=True)
     ctx.exit(result.exit_code)
+
+
+def results_line(result_dir: Any, not_written: Mapping[str, str]) -> str:
+    """Where the record went, or exactly which of its files could not be written and why."""
+    if not not_written:
+        return f"results: {result_dir}/ (manifest.json, summary.json, requests.jsonl)"
+    missing = ", ".join(f"{name} ({why})" for name, why in not_written.items())
+    return f"Error: not written under {result_dir}/: {missing}; the summary above is printed anyway"
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,5 +1,6 @@
 """Run records on disk: `results/<run_id>/{manifest.json,summary.json,requests.jsonl}` and
-`results/runs.csv` (one flat row per run). Every write is atomic (temp file + rename)."""
+`results/runs.csv` (one flat row per run). Every write is atomic (temp file + rename) except the
+journal's appends to requests.jsonl while a run goes (loadgen/results/journal.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from loadgen.results.summary import CRASHED_REASON, read_lines, rebuild_summary
 
 RUNS_CSV = "runs.csv"
 CSV_COLUMNS = (
@@ -121,9 +124,14 @@ def write_json(path: Path, obj: Any) -> None:
 _LINE = json.JSONEncoder(separators=(",", ":"), default=str).encode  # one encoder for every line
 
 
+def line_text(row: dict[str, Any]) -> str:
+    """One JSON Lines line, newline included (finite numbers only: per-request lines have no inf)."""
+    return _LINE(row) + "\n"
+
+
 def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
-    """Atomically write one JSON object per line (finite numbers only: per-request lines have no inf)."""
-    atomic_write(path, "".join(map("{}\n".format, map(_LINE, rows))))
+    """Atomically write one JSON object per line."""
+    atomic_write(path, "".join(map(line_text, rows)))
 
 
 def _jsonable(obj: Any) -> Any:
@@ -194,20 +202,44 @@ def append_runs_csv(results_dir: Path, row: dict[str, Any]) -> Path:
     return path
 
 
+def probe_writable(results_dir: Path) -> None:
+    """Create the results dir and a file in it (then remove it); raises OSError when it cannot."""
+    results_dir.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".write-probe.", dir=results_dir)
+    os.close(fd)
+    os.unlink(tmp)
+
+
 def load_run(results_dir: str | Path, run_id: str) -> RunRecord:
-    """Read a stored run; raises RunNotFound naming the id and the directory."""
+    """Read a stored run; a crashed one (manifest, no summary) gets a summary rebuilt from its
+    requests.jsonl, marked `partial` and `crashed`. Raises RunNotFound naming the id and directory."""
     run_dir = Path(results_dir) / run_id
+    requests = run_dir / "requests.jsonl"
     try:
         manifest = json.loads((run_dir / "manifest.json").read_text())
-        summary = json.loads((run_dir / "summary.json").read_text())
+        if (run_dir / "summary.json").is_file() or manifest.get("status") != "running":
+            summary = json.loads((run_dir / "summary.json").read_text())
+            return RunRecord(run_id, manifest, summary, requests)
     except FileNotFoundError:
         raise RunNotFound(f"no run {run_id!r} in {str(results_dir)!r}") from None
-    return RunRecord(run_id, manifest, summary, run_dir / "requests.jsonl")
+    lines = read_lines(requests.read_text()) if requests.is_file() else []
+    crashed = {**manifest, "status": "crashed", "partial": True, "crashed": True}
+    crashed["partial_reason"] = CRASHED_REASON
+    return RunRecord(run_id, crashed, rebuild_summary(manifest, lines), requests)
+
+
+def _is_run(path: Path) -> bool:
+    if (path / "summary.json").is_file():
+        return True
+    try:
+        return json.loads((path / "manifest.json").read_text()).get("status") == "running"
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def list_runs(results_dir: str | Path) -> list[str]:
-    """Run ids with a summary under the results directory, oldest first."""
+    """Run ids with a summary (or crashed: a start manifest, no summary), oldest first."""
     root = Path(results_dir)
     if not root.is_dir():
         return []
-    return sorted(p.name for p in root.iterdir() if (p / "summary.json").is_file())
+    return sorted(p.name for p in root.iterdir() if _is_run(p))

@@ -16,6 +16,7 @@ from typing import Any
 
 from loadgen.config import RunConfig
 from loadgen.records import RequestRecord
+from loadgen.results.journal import Journal
 from loadgen.run.live_metrics import LiveMetrics
 from loadgen.run.progress import Counts, Progress
 from loadgen.stats import meets_slo
@@ -47,6 +48,7 @@ class Run:
         self.specs: list[RequestSpec] = []
         self.dispatch_task: asyncio.Task[None] | None = None
         self.finished_queue: asyncio.Queue[RequestRecord] = asyncio.Queue()
+        self.journal: Journal | None = None  # requests.jsonl while the run goes (crash-safe record)
 
     def on_done(self, record: RequestRecord) -> None:
         """A request finished: queue it for parsing (kept off the hot path while streams run)."""
@@ -63,6 +65,8 @@ class Run:
             while True:
                 try:
                     self.account(finalize(record))
+                    if self.journal is not None:
+                        self.journal.add(record)
                 finally:
                     queue.task_done()
                 if queue.empty():
@@ -97,7 +101,7 @@ class Run:
             self.dispatch_task.cancel()  # it may be waiting for a send time or a concurrency slot
 
     async def monitor(self, total: int | None) -> None:
-        """Progress display, in-flight and event-loop lag gauges (4 times a second), until cancelled."""
+        """Progress display, in-flight and event-loop lag gauges, journal flush (4 times a second)."""
         tick, ticks = 0.25, 0
         while True:
             before = time.perf_counter()
@@ -106,6 +110,8 @@ class Run:
             ticks += 1
             if ticks % GC_TICKS == 0:  # see `paced_gc`
                 gc.collect()
+            if self.journal is not None:
+                self.journal.flush(self.start_ns)
             d = self.dispatcher
             if self.metrics is not None:
                 self.metrics.loop_lag.set(lag)

@@ -1,19 +1,22 @@
 """Runs one benchmark: preflight, open-loop dispatch, live metrics, then the run record.
 
 `run_benchmark(config)` (async) and `run_benchmark_sync(config)` return a RunResult. Exit codes:
-0 ok; 1 the run failed its error budget (`--max-error-rate`) or was interrupted (partial result).
+0 ok; 1 the run failed its error budget (`--max-error-rate`) or was interrupted (partial result);
+3 some of the run's files could not be written (`RunResult.not_written` names them).
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 
 from loadgen.config import ConfigError, RunConfig
 from loadgen.records import RunResult
+from loadgen.results.rundir import probe_writable
 from loadgen.run import evloop
 from loadgen.run.steps import RunContext, run_steps
 from loadgen.targets import Target, get_target
@@ -72,6 +75,7 @@ async def run_benchmark(config: RunConfig, *, progress: bool = True) -> RunResul
     run_id = new_run_id()
     target = get_target(config.target)
     workload = build_workload(config)  # bad datasets fail before anything starts
+    check_results_dir(config.results_dir)
     schedule = build_schedule(config, limit=1_000_000)
     with embedded_engine(config) as started_url:
         base_url = (started_url or target.default_base_url or "").rstrip("/")
@@ -97,6 +101,16 @@ async def run_benchmark(config: RunConfig, *, progress: bool = True) -> RunResul
             finally:
                 if raw is not None:
                     raw.close()
+
+
+def check_results_dir(results_dir: str) -> None:
+    """Fail before the run (nothing sent) when results cannot be written there: one line naming it."""
+    try:
+        probe_writable(Path(results_dir))
+    except OSError as exc:
+        cause = exc.strerror or type(exc).__name__
+        message = f"cannot write results to {results_dir!r} ({cause}): pass another --results-dir"
+        raise ConfigError(message) from None
 
 
 def _load_session(config: RunConfig, limit: int) -> contextlib.AbstractAsyncContextManager[Any]:

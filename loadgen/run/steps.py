@@ -14,8 +14,11 @@ import aiohttp
 import loadgen.run.annotations as grafana_notes
 from loadgen.config import ConfigError, RunConfig
 from loadgen.records import RunResult
+from loadgen.results.journal import Journal
 from loadgen.results.manifest import public_url
-from loadgen.results.record import ManifestFacts, build_manifest, build_summary, write_run
+from loadgen.results.record import ManifestFacts, build_manifest, write_run
+from loadgen.results.rundir import write_json
+from loadgen.results.summary import build_summary
 from loadgen.run.live_metrics import LiveMetrics, RunLabels
 from loadgen.run.measure import Run, execute, install_signals, linger, paced_gc
 from loadgen.targets import EngineMetadata, Target
@@ -23,6 +26,8 @@ from loadgen.transport.aiohttp_client import finalize
 from loadgen.transport.dispatch import Dispatcher
 from loadgen.transport.rawhttp import RawClient
 from loadgen.workload.generator import fingerprint
+
+EXIT_NOT_WRITTEN = 3  # the run was measured but some of its files could not be written
 
 
 @dataclass
@@ -86,15 +91,31 @@ async def _prepare(ctx: RunContext) -> Run:
     async with aiohttp.ClientSession() as plain:  # never send the engine's API key to the exporter
         ctx.exporter = await fetch_exporter_manifest(plain, ctx.config.exporter_url)
     run = ctx.run = Run(ctx.config, ctx.run_id, ctx.progress)
+    ctx.started = datetime.now(UTC)
+    run.journal = _start_record(ctx)
     run.metrics = _start_metrics(ctx.config, ctx.run_id, ctx.model, meta, ctx.base_url)
     return run
+
+
+def _start_record(ctx: RunContext) -> Journal:
+    """manifest.json marked `status: running` before the first request, and the journal."""
+    run_dir = Path(ctx.config.results_dir) / ctx.run_id
+    facts = ManifestFacts(ctx.workload, "", [], ctx.meta, ctx.base_url, *ctx.exporter)
+    manifest = build_manifest(ctx.config, ctx.run_id, facts, ctx.started, ctx.started, None)
+    manifest.update(status="running", ended_at=None)
+    try:
+        write_json(run_dir / "manifest.json", manifest)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot write {str(run_dir / 'manifest.json')!r} ({exc.strerror}): pass another --results-dir"
+        ) from None
+    return Journal(run_dir / "requests.jsonl")
 
 
 async def _announce(ctx: RunContext, run: Run) -> None:
     """Mark the start (live metrics, Grafana annotation) and build the dispatcher."""
     config, run_id = ctx.config, ctx.run_id
     assert run.metrics is not None
-    ctx.started = datetime.now(UTC)
     run.metrics.start_ts.set(ctx.started.timestamp())
     ctx.tags = [
         "loadgen",
@@ -127,6 +148,9 @@ async def _measure(ctx: RunContext, run: Run) -> None:
         run, ctx.target, ctx.workload, ctx.model, ctx.schedule
     )
     ctx.ended = datetime.now(UTC)
+    if run.journal is not None:
+        run.journal.flush(ctx.start_ns)
+        run.journal.close()
     assert run.metrics is not None
     run.metrics.end_ts.set(ctx.ended.timestamp())
 
@@ -151,9 +175,14 @@ def _record(ctx: RunContext, run: Run) -> RunResult:
     sent_schedule = ctx.schedule[: len(records)]
     facts = ManifestFacts(ctx.workload, ctx.fingerprint, sent_schedule, ctx.meta, ctx.base_url, *ctx.exporter)
     manifest = build_manifest(config, run_id, facts, ctx.started, ctx.ended, run.stop_reason)
-    result_dir = write_run(Path(config.results_dir), run_id, manifest, summary, records, ctx.start_ns)
+    lines = run.journal.lines if run.journal is not None else None
+    written = write_run(Path(config.results_dir), run_id, manifest, summary, records, ctx.start_ns, lines)
     exit_code = 1 if run.stop_reason or summary["error_rate"] > config.max_error_rate else 0
-    return RunResult(run_id, result_dir, summary, manifest, summary["partial"], exit_code)
+    if written.not_written:
+        exit_code = EXIT_NOT_WRITTEN
+    return RunResult(
+        run_id, written.run_dir, summary, manifest, summary["partial"], exit_code, written.not_written
+    )
 
 
 async def _finish(ctx: RunContext, run: Run, result: RunResult) -> None:
