@@ -8,9 +8,11 @@ Sources resolve as `--config run.yaml` < environment (`LOADGEN_*`, `OPENAI_API_K
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import resource
+import signal
 import sys
 from collections.abc import Mapping
 from typing import Any, NoReturn
@@ -33,6 +35,7 @@ from loadgen.config import (
     parse_slo,
     resolve,
 )
+from loadgen.records import RunResult
 
 
 class OneLineErrors(click.Command):
@@ -165,7 +168,6 @@ def _raise_fd_limit() -> None:
 @click.pass_context
 def run(ctx: click.Context, **params: Any) -> None:
     """Run a benchmark: `loadgen --target sglang --rate 10` (extra `--sim-X V` go to the simulator)."""
-    from loadgen.run.progress import summary_table
     from loadgen.run.runner import run_benchmark_sync
 
     try:
@@ -173,16 +175,45 @@ def run(ctx: click.Context, **params: Any) -> None:
     except (ConfigError, click.UsageError) as exc:
         _fail(ctx, str(exc) if isinstance(exc, ConfigError) else exc.format_message())
     _raise_fd_limit()
+    late = LateSignals()
+    show = functools.partial(_show, config, late, json_output=params["json_output"])
     try:
-        result = run_benchmark_sync(config, progress=not params["quiet"])
+        result = run_benchmark_sync(config, progress=not params["quiet"], on_result=show, late_signals=late)
     except ConfigError as exc:  # unreachable target, busy metrics port, unusable dataset
         _fail(ctx, str(exc))
-    if params["json_output"]:
+    for sig in (signal.SIGINT, signal.SIGTERM):  # the record is written: exit with its code
+        signal.signal(sig, signal.SIG_IGN)
+    ctx.exit(result.exit_code)
+
+
+class LateSignals:
+    """Ctrl-C / SIGTERM outside the run's own handling: before the run it aborts (nothing measured);
+    once the record is written it is absorbed, so the exit code stays the run's (never 130)."""
+
+    def __init__(self) -> None:
+        self.recorded = False
+
+    def __call__(self, sig: signal.Signals) -> None:
+        """Route one signal (see the class docstring)."""
+        if not self.recorded:
+            raise KeyboardInterrupt
+
+
+def _show(config: RunConfig, late: LateSignals, result: RunResult, *, json_output: bool) -> None:
+    """Print the summary (before the linger), where the record went, and how long /metrics stays."""
+    from loadgen.run.progress import summary_table
+
+    late.recorded = True
+    if json_output:
         click.echo(json.dumps(result.summary, indent=2, default=str))
     else:
         click.echo(summary_table(result.summary))
     click.echo(results_line(result.result_dir, result.not_written), err=True)
-    ctx.exit(result.exit_code)
+    if config.metrics_port and config.linger_s:
+        click.echo(
+            f"metrics stay up for {config.linger_s:g} s on :{config.metrics_port}/metrics (Ctrl-C ends it)",
+            err=True,
+        )
 
 
 def results_line(result_dir: Any, not_written: Mapping[str, str]) -> str:

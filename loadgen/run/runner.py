@@ -8,7 +8,8 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import signal
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,8 @@ from loadgen.config import ConfigError, RunConfig
 from loadgen.records import RunResult
 from loadgen.results.rundir import probe_writable
 from loadgen.run import evloop
-from loadgen.run.steps import RunContext, run_steps
+from loadgen.run.measure import route_signals
+from loadgen.run.steps import OnResult, RunContext, run_steps
 from loadgen.targets import Target, get_target
 from loadgen.transport.dispatch import connector_limit
 from loadgen.transport.rawhttp import RawClient
@@ -68,8 +70,12 @@ async def preflight(
         raise TargetUnreachable(f"cannot reach {base_url} ({type(exc).__name__}): {target.hint}") from None
 
 
-async def run_benchmark(config: RunConfig, *, progress: bool = True) -> RunResult:
-    """Run the benchmark the config describes and write its record; see the module docstring."""
+async def run_benchmark(
+    config: RunConfig, *, progress: bool = True, on_result: OnResult | None = None
+) -> RunResult:
+    """Run the benchmark the config describes and write its record; see the module docstring.
+
+    `on_result` gets the result as soon as the record is written, before the metrics linger."""
     from loadgen.results.rundir import new_run_id
 
     run_id = new_run_id()
@@ -96,6 +102,7 @@ async def run_benchmark(config: RunConfig, *, progress: bool = True) -> RunResul
                 raw = RawClient(base_url, config.api_key, cap, config.request_timeout_s)
             ctx = RunContext(config, run_id, target, workload, schedule, base_url, progress)
             ctx.meta_session, ctx.session, ctx.raw = meta_session, session, raw
+            ctx.on_result = on_result
             try:
                 return await run_steps(ctx)
             finally:
@@ -125,6 +132,22 @@ def _load_session(config: RunConfig, limit: int) -> contextlib.AbstractAsyncCont
     )
 
 
-def run_benchmark_sync(config: RunConfig, *, progress: bool = True) -> RunResult:
-    """Blocking wrapper around `run_benchmark` (its own event loop: uvloop when installed)."""
-    return evloop.run(run_benchmark(config, progress=progress))
+def run_benchmark_sync(
+    config: RunConfig,
+    *,
+    progress: bool = True,
+    on_result: OnResult | None = None,
+    late_signals: Callable[[signal.Signals], None] | None = None,
+) -> RunResult:
+    """Blocking wrapper around `run_benchmark` (its own event loop: uvloop when installed).
+
+    With `late_signals`, SIGINT / SIGTERM outside the run itself (engine start and stop, writing
+    the record) go to it instead of raising KeyboardInterrupt: the CLI's second Ctrl-C."""
+
+    async def main() -> RunResult:
+        if late_signals is None:
+            return await run_benchmark(config, progress=progress, on_result=on_result)
+        with route_signals(late_signals):
+            return await run_benchmark(config, progress=progress, on_result=on_result)
+
+    return evloop.run(main())

@@ -4,6 +4,7 @@ live metrics, the start annotation), measure (the load), record (summary, manife
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,13 +21,14 @@ from loadgen.results.record import ManifestFacts, build_manifest, write_run
 from loadgen.results.rundir import write_json
 from loadgen.results.summary import build_summary
 from loadgen.run.live_metrics import LiveMetrics, RunLabels
-from loadgen.run.measure import Run, execute, install_signals, linger, paced_gc
+from loadgen.run.measure import Run, execute, linger, paced_gc, route_signals
 from loadgen.targets import EngineMetadata, Target
 from loadgen.transport.aiohttp_client import finalize
 from loadgen.transport.dispatch import Dispatcher
 from loadgen.transport.rawhttp import RawClient
 from loadgen.workload.generator import fingerprint
 
+OnResult = Callable[[RunResult], None]
 EXIT_NOT_WRITTEN = 3  # the run was measured but some of its files could not be written
 
 
@@ -54,6 +56,7 @@ class RunContext:
     ann_id: Any = None
     start_ns: int = 0
     fingerprint: str = ""
+    on_result: OnResult | None = None
 
     @property
     def text(self) -> str:
@@ -64,19 +67,17 @@ class RunContext:
 async def run_steps(ctx: RunContext) -> RunResult:
     """prepare (metadata, exporter, live metrics, annotation), measure (the load), record (files)."""
     run = await _prepare(ctx)
-    signals = install_signals(run)
     try:
-        await _announce(ctx, run)
-        with paced_gc():
-            await _measure(ctx, run)
-            result = _record(ctx, run)
-        await _finish(ctx, run, result)
-        return result
+        with route_signals(run.on_signal):
+            await _announce(ctx, run)
+            with paced_gc():
+                await _measure(ctx, run)
+                result = _record(ctx, run)
+            await _finish(ctx, run, result)
+            return result
     finally:
         assert run.metrics is not None
         run.metrics.stop()
-        for sig in signals:
-            asyncio.get_running_loop().remove_signal_handler(sig)
 
 
 async def _prepare(ctx: RunContext) -> Run:
@@ -186,7 +187,9 @@ def _record(ctx: RunContext, run: Run) -> RunResult:
 
 
 async def _finish(ctx: RunContext, run: Run, result: RunResult) -> None:
-    """Close the Grafana annotation and keep /metrics up for the linger."""
+    """Hand the result over (`on_result`), close the Grafana annotation, keep /metrics up."""
+    if ctx.on_result is not None:
+        ctx.on_result(result)
     assert ctx.ended is not None
     await asyncio.to_thread(
         grafana_notes.annotate_run_end,

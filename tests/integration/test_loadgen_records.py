@@ -5,19 +5,22 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import select
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 
 from loadgen.config import RunConfig
 from loadgen.results.rundir import list_runs, load_run, write_json
 from loadgen.run.runner import run_benchmark
-from tests.loadgen_servers import FakeEngine, ServerThread, serve
+from tests.loadgen_servers import FakeEngine, ServerThread, free_port, serve
 
 pytestmark = pytest.mark.timeout(90)
 REPO = Path(__file__).resolve().parents[2]
@@ -197,3 +200,65 @@ async def test_item2_a_rebuilt_summary_has_the_figures_the_run_wrote(tmp_path: P
     same = ("requests", "error_rate", "duration_s", "total_output_tokens", "goodput", "achieved_rate")
     for key in (*same, "ttft_s", "tpot_s", "itl_s", "e2e_s", "schedule_lag_s", "output_token_throughput"):
         assert rebuilt[key] == result.summary[key], key  # exact: the ns are rebuilt exactly
+
+
+def _sim_run(results: Path, *extra: str) -> subprocess.Popen[str]:
+    args = [*LOADGEN, "--target", "sim", "--quiet", "--results-dir", str(results), *extra]
+    return subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _read_until(stream: IO[str], needle: str, timeout_s: float = 40.0) -> str:
+    seen, deadline = "", time.monotonic() + timeout_s
+    while needle not in seen and time.monotonic() < deadline:
+        line = stream.readline()
+        if not line:
+            break
+        seen += line
+    assert needle in seen, seen
+    return seen
+
+
+def test_item3_second_ctrl_c_mid_run_exits_1_with_a_complete_record_and_no_linger(tmp_path: Path) -> None:
+    engine = FakeEngine(ttft_s=0.01, itl_s=0.05)  # 200 tokens: each request would take 10 s
+    with ServerThread(engine.app) as server:
+        args = ["--num-prompts", "40", "--max-concurrency", "4", "--output-len", "fixed:200"]
+        args = [*_run_args(server.base_url, tmp_path, *args)]
+        args[args.index("--linger") + 1] = "30"
+        args[args.index("--metrics-port") + 1] = str(free_port())
+        proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 30
+        while len(engine.streams) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.01)
+        proc.send_signal(signal.SIGINT)  # before the record is written: absorbed, and no 30 s linger
+        began = time.monotonic()
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 1, err
+    assert time.monotonic() - began < 15
+    assert "PARTIAL RESULT: interrupted by SIGINT" in out
+    (run_id,) = list_runs(tmp_path)
+    record = load_run(tmp_path, run_id)
+    assert record.manifest["status"] == "complete"
+    assert record.summary["requests"]["by_outcome"]["cancelled"] == 4
+
+
+def test_item3_and_16_ctrl_c_twice_in_the_linger_keeps_the_runs_code(tmp_path: Path) -> None:
+    port = free_port()
+    proc = _sim_run(
+        tmp_path, "--num-prompts", "20", "--rate", "50", "--metrics-port", str(port), "--linger", "30"
+    )
+    assert proc.stderr is not None
+    assert proc.stdout is not None
+    err = _read_until(proc.stderr, "metrics stay up for 30 s")
+    assert f":{port}/metrics" in err
+    ready, _, _ = select.select([proc.stdout.fileno()], [], [], 5)
+    printed = os.read(proc.stdout.fileno(), 1 << 20).decode() if ready else ""
+    assert "Successful requests:" in printed  # the summary came before the linger, not after it
+    proc.send_signal(signal.SIGINT)  # ends the linger
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)  # lands while loadgen shuts down: was exit 130 (killed by SIGINT)
+    proc.communicate(timeout=30)
+    assert proc.returncode == 0
+    (run_id,) = list_runs(tmp_path)
+    assert load_run(tmp_path, run_id).manifest["status"] == "complete"
