@@ -4,6 +4,8 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 DEMO_SECONDS ?= 30
+DEMO_RESULTS ?= results
+FREE_PORT = $(BIN)/python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 PYTEST_ARGS ?=
 
 .PHONY: demo test lint typecheck pytest bench venv clean
@@ -17,8 +19,11 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 ## demo: run loadgen for ~30 s against the embedded simulated engine, print where results went
+## (live metrics on a free port, printed first: the demo needs no fixed port)
 demo: $(STAMP)
-	$(BIN)/loadgen run --target sim --rate 8 --duration $(DEMO_SECONDS) --profile medium --linger 0 --results-dir results
+	@port=$$($(FREE_PORT)) && echo "live metrics: http://127.0.0.1:$$port/metrics (while the demo runs)" && \
+	$(BIN)/loadgen run --target sim --rate 8 --duration $(DEMO_SECONDS) --profile medium --linger 0 \
+		--metrics-port $$port --results-dir $(DEMO_RESULTS)
 
 ## test: lint, type-check, then the whole test suite
 test: lint typecheck pytest

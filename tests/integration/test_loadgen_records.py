@@ -262,3 +262,43 @@ def test_item3_and_16_ctrl_c_twice_in_the_linger_keeps_the_runs_code(tmp_path: P
     assert proc.returncode == 0
     (run_id,) = list_runs(tmp_path)
     assert load_run(tmp_path, run_id).manifest["status"] == "complete"
+
+
+def test_item16_version_works_from_a_checkout_without_an_installed_distribution(tmp_path: Path) -> None:
+    import tomllib
+
+    import click
+
+    import loadgen
+
+    # only the two packages on the path, no site-packages: no `infergauge` distribution metadata
+    (tmp_path / "loadgen").symlink_to(REPO / "loadgen")
+    (tmp_path / "click").symlink_to(Path(click.__file__).parent)
+    env = {"PYTHONPATH": str(tmp_path), "PATH": os.environ.get("PATH", "")}
+    done = subprocess.run(
+        [sys.executable, "-S", "-m", "loadgen.cli.main", "--version"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"loadgen, version {loadgen.__version__}"
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert pyproject["project"]["version"] == loadgen.__version__
+
+
+def test_item16_make_demo_runs_while_the_default_metrics_port_is_taken(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        with contextlib.suppress(OSError):  # already taken by someone else is as good
+            taken.bind(("0.0.0.0", 9403))
+            taken.listen()
+        venv = Path(sys.executable).parent.parent
+        args = ["make", "-s", "demo", "DEMO_SECONDS=2", f"DEMO_RESULTS={tmp_path}", f"VENV={venv}"]
+        done = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=80)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("live metrics: http://127.0.0.1:")
+    assert len(list_runs(tmp_path)) == 1
