@@ -101,11 +101,26 @@ def new_run_id(now: datetime | None = None) -> str:
     return f"{stamp}-{secrets.token_hex(3)}"
 
 
+def current_umask() -> int:
+    """The process umask (read from /proc where it can be, so it is never changed, even briefly)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(path: Path, data: str | bytes) -> None:
-    """Write to a temp file in the same directory, fsync, then rename over `path`."""
+    """Write to a temp file in the same directory, fsync, then rename over `path`; the file gets
+    the mode a plain `open` would give it (0666 less the umask), not mkstemp's 0600."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~current_umask())
         with os.fdopen(fd, "wb") as fh:
             fh.write(data.encode() if isinstance(data, str) else data)
             fh.flush()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import stat
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -89,3 +91,19 @@ def test_public_url_drops_credentials(url: str, public: str) -> None:
     from loadgen.results.manifest import public_url
 
     assert public_url(url) == public
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_item17_result_files_get_the_umasks_mode(tmp_path: Path, umask: int) -> None:
+    old = os.umask(umask)
+    try:
+        write_json(tmp_path / "summary.json", {"ok": True})
+        append_runs_csv(tmp_path, {"run_id": "r1"})
+        plain = tmp_path / "plain.txt"
+        plain.write_text("as open() makes it\n")
+    finally:
+        os.umask(old)
+    expected = stat.S_IMODE(plain.stat().st_mode)
+    assert expected == 0o666 & ~umask
+    for name in ("summary.json", "runs.csv"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == expected, name
