@@ -1,7 +1,8 @@
 """requests.jsonl written while a run goes, so a killed run (kill -9, the OOM killer) keeps what it
-measured: finished requests are queued by the finisher (one list append) and written in batches from
-the monitor's tick (4 times a second), never on the send path. The encoded lines are kept so the
-final, index-ordered requests.jsonl costs no second encoding."""
+measured: each finished request is encoded by the finisher (which parses in short slices between
+reads and sends) and the lines are written in batches from the monitor's tick (4 times a second),
+never on the send path. The encoded lines are kept, so the final index-ordered requests.jsonl
+costs no second encoding."""
 
 from __future__ import annotations
 
@@ -17,24 +18,22 @@ class Journal:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.pending: list[RequestRecord] = []
+        self.pending: list[str] = []
         self.lines: dict[int, str] = {}
         self.error: str | None = None
         self._fh: IO[str] | None = None
 
-    def add(self, record: RequestRecord) -> None:
-        """Queue a finished (parsed) request for the next flush."""
-        self.pending.append(record)
+    def add(self, record: RequestRecord, start_ns: int) -> None:
+        """Encode a finished (parsed) request and queue its line for the next flush."""
+        text = self.lines[record.index] = request_text(record, start_ns)
+        if self.error is None:
+            self.pending.append(text)
 
-    def flush(self, start_ns: int) -> None:
-        """Encode and append what is queued (whole lines, then flush to the OS)."""
+    def flush(self) -> None:
+        """Append the queued lines (whole lines, then flush to the OS)."""
         if not self.pending:
             return
-        batch, self.pending = self.pending, []
-        texts = [request_text(r, start_ns) for r in batch]
-        self.lines.update(zip((r.index for r in batch), texts, strict=True))
-        if self.error is not None:
-            return
+        texts, self.pending = self.pending, []
         try:
             if self._fh is None:
                 self._fh = self.path.open("a", encoding="utf-8")

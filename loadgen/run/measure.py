@@ -67,7 +67,7 @@ class Run:
                 try:
                     self.account(finalize(record))
                     if self.journal is not None:
-                        self.journal.add(record)
+                        self.journal.add(record, self.start_ns)
                 finally:
                     queue.task_done()
                 if queue.empty():
@@ -118,7 +118,7 @@ class Run:
             if ticks % GC_TICKS == 0:  # see `paced_gc`
                 gc.collect()
             if self.journal is not None:
-                self.journal.flush(self.start_ns)
+                self.journal.flush()
             d = self.dispatcher
             if self.metrics is not None:
                 self.metrics.loop_lag.set(lag)

@@ -150,7 +150,7 @@ async def _measure(ctx: RunContext, run: Run) -> None:
     )
     ctx.ended = datetime.now(UTC)
     if run.journal is not None:
-        run.journal.flush(ctx.start_ns)
+        run.journal.flush()
         run.journal.close()
     assert run.metrics is not None
     run.metrics.end_ts.set(ctx.ended.timestamp())
