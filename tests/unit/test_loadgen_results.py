@@ -107,3 +107,30 @@ def test_item17_result_files_get_the_umasks_mode(tmp_path: Path, umask: int) -> 
     assert expected == 0o666 & ~umask
     for name in ("summary.json", "runs.csv"):
         assert stat.S_IMODE((tmp_path / name).stat().st_mode) == expected, name
+
+
+def test_item2_a_crashed_folder_is_listed_and_its_torn_last_line_dropped(tmp_path: Path) -> None:
+    from loadgen.records import RequestRecord
+    from loadgen.results.record import request_text
+
+    run_dir = tmp_path / "20260101T000000Z-c0ffee"
+    manifest = {"run_id": run_dir.name, "status": "running", "started_at": "2026-01-01T00:00:00.000Z"}
+    manifest["config"] = {"target": "sim", "rate": "inf", "slo": {}}
+    write_json(run_dir / "manifest.json", manifest)
+    start = 10**12
+    lines = []
+    for i in range(3):
+        r = RequestRecord(i, f"x-{i}", False, start + i * 10**6, 16, 4, sent_ns=start + i * 10**6 + 1000)
+        r.first_ns, r.last_ns, r.done_ns = r.sent_ns + 10**7, r.sent_ns + 4 * 10**7, r.sent_ns + 4 * 10**7
+        r.token_ns = [r.sent_ns + k * 10**7 for k in range(1, 5)]
+        r.output_tokens, r.outcome = 4, "ok"
+        lines.append(request_text(r, start))
+    (run_dir / "requests.jsonl").write_text("".join(lines) + lines[0][:17])  # killed mid-line
+    write_json(tmp_path / "not-a-run" / "manifest.json", {"status": "complete"})  # no summary: not listed
+    assert list_runs(tmp_path) == [run_dir.name]
+    record = load_run(tmp_path, run_dir.name)
+    assert record.summary["requests"]["total"] == 3
+    assert record.summary["ttft_s"]["p50"] == pytest.approx(0.01)
+    assert record.summary["asked_rate"] == float("inf")
+    assert record.manifest["partial"] is record.manifest["crashed"] is True
+    assert record.summary["ended_at"] == "2026-01-01T00:00:00.042Z"
