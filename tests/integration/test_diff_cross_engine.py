@@ -21,7 +21,11 @@ RUNNING = "64"
 ENGINES = (
     # target, the engine's own launch flags, endpoint
     ("vllm", ["--personality", "vllm", "--max-num-seqs", RUNNING, "--model", "sim-llama-8b"], "completions"),
-    ("sglang", ["--personality", "sglang", "--max-running-requests", RUNNING, "--model", "sim-qwen-14b"], "chat"),
+    (
+        "sglang",
+        ["--personality", "sglang", "--max-running-requests", RUNNING, "--model", "sim-qwen-14b"],
+        "chat",
+    ),
 )
 
 
@@ -51,7 +55,9 @@ def runs(tmp_path_factory) -> tuple[Path, str, str]:
 
 
 def _ranked(output: str) -> list[list[str]]:
-    return [re.split(r"\s{2,}", line.strip()) for line in output.splitlines() if re.match(r"^\d+(\.\d+)?\s", line)]
+    return [
+        re.split(r"\s{2,}", line.strip()) for line in output.splitlines() if re.match(r"^\d+(\.\d+)?\s", line)
+    ]
 
 
 def test_cross_engine_top_rows_are_engine_model_endpoint_input_tokens(runs):
