@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -14,7 +13,7 @@ from exporter.engine_params import FLAG_TABLE, NEUTRAL_PARAMS
 
 # Raw argument names that spell the served model or the engine's version (context, never a cause).
 IDENTITY_SPELLINGS = frozenset(
-    {"model", "model_path", "served_model_name", "tokenizer", "tokenizer_path", "version", "max_model_len"}
+    {"model", "model_path", "served_model_name", "tokenizer", "tokenizer_path", "version"}
 )
 
 
@@ -32,7 +31,6 @@ class RunFacts:
     param_sources: dict[str, str] = field(default_factory=dict)  # neutral name -> manifest key
 
 
-@cache
 def neutral_spellings() -> dict[str, str]:
     """Each engine's own argument name -> the neutral parameter it sets (tp_size -> tensor_parallel_size)."""
     out = {name: name for name in NEUTRAL_PARAMS}
@@ -52,11 +50,15 @@ def _port(url: Any) -> int | None:
         return None
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def exporter_engine(manifest: Mapping[str, Any]) -> tuple[int, dict[str, Any]] | None:
     """The exporter's engine that served this run (same port as the run's base URL), else the only one."""
-    engines = (manifest.get("exporter") or {}).get("engines") or []
-    engines = [e for e in engines if isinstance(e, dict)]
-    port = _port((manifest.get("engine") or {}).get("base_url"))
+    engines = _dict(manifest.get("exporter")).get("engines")
+    engines = [e for e in engines if isinstance(e, dict)] if isinstance(engines, list) else []
+    port = _port(_dict(manifest.get("engine")).get("base_url"))
     for index, engine in enumerate(engines):
         if port is not None and _port(engine.get("url")) == port:
             return index, engine
@@ -64,15 +66,18 @@ def exporter_engine(manifest: Mapping[str, Any]) -> tuple[int, dict[str, Any]] |
 
 
 def resolve_params(manifest: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-    """Neutral params and the manifest key each came from: `engine.params`, else the exporter's."""
-    own = (manifest.get("engine") or {}).get("params") or {}
+    """Neutral params and where each came from: `engine.params` (with its recorded
+    `engine.param_sources` entry, where there is one), else the exporter's engine of the run."""
+    engine = _dict(manifest.get("engine"))
+    own, provenance = _dict(engine.get("params")), _dict(engine.get("param_sources"))
     found = exporter_engine(manifest)
-    theirs = (found[1].get("params") or {}) if found else {}
+    theirs = _dict(found[1].get("params")) if found else {}
     params: dict[str, Any] = {}
     sources: dict[str, str] = {}
     for name in NEUTRAL_PARAMS:
         if own.get(name) is not None:
-            params[name], sources[name] = own[name], f"engine.params.{name}"
+            via = f" ({provenance[name]})" if isinstance(provenance.get(name), str) else ""
+            params[name], sources[name] = own[name], f"engine.params.{name}{via}"
         elif found and theirs.get(name) is not None:
             params[name], sources[name] = theirs[name], f"exporter.engines.{found[0]}.params.{name}"
         else:
@@ -82,7 +87,7 @@ def resolve_params(manifest: Mapping[str, Any]) -> tuple[dict[str, Any], dict[st
 
 def _per_request(summary: Mapping[str, Any], total_key: str) -> float | None:
     total = summary.get(total_key)
-    ok = (summary.get("requests") or {}).get("ok")
+    ok = _dict(summary.get("requests")).get("ok")
     if not isinstance(total, int | float) or not isinstance(ok, int) or ok <= 0:
         return None
     return total / ok
@@ -90,8 +95,7 @@ def _per_request(summary: Mapping[str, Any], total_key: str) -> float | None:
 
 def run_facts(manifest: Mapping[str, Any], summary: Mapping[str, Any]) -> RunFacts:
     """The ranked facts of one run (missing ones are None; nothing here raises on an odd manifest)."""
-    engine = manifest.get("engine") or {}
-    config = manifest.get("config") or {}
+    engine, config = _dict(manifest.get("engine")), _dict(manifest.get("config"))
     found = exporter_engine(manifest)
     seen = found[1] if found else {}
     params, sources = resolve_params(manifest)

@@ -167,16 +167,25 @@ def _leaf(key: str) -> str:
     return parts[-1] if parts else key
 
 
-def _kind(key: str, known: frozenset[str], workload_keys: frozenset[str]) -> str | None:
+@dataclass(frozen=True)
+class _Known:
+    """What the fact rows already compare, for sorting the remaining manifest keys."""
+
+    params: frozenset[str]  # neutral params at least one run recorded
+    workload: frozenset[str]  # keys the workload section records
+    spellings: dict[str, str]  # an engine's argument name -> neutral param
+
+
+def _kind(key: str, known: _Known) -> str | None:
     """Which kind of row a manifest key belongs to; None for keys that explain nothing or that a
     fact row already compares (a raw spelling of a known neutral parameter, the model, the version)."""
     leaf = _leaf(key)
     if leaf in IGNORED_SUFFIXES or key.startswith(IGNORED_PREFIXES) or FACT_KEYS.match(key):
         return None
-    if RAW_SECTIONS.match(key) and (neutral_spellings().get(leaf) in known or leaf in IDENTITY_SPELLINGS):
+    if RAW_SECTIONS.match(key) and (known.spellings.get(leaf) in known.params or leaf in IDENTITY_SPELLINGS):
         return None
     if key.startswith("config.") and (leaf in LOAD_KEYS or leaf in CONFIG_ALIASES):
-        return None if CONFIG_ALIASES.get(leaf, leaf) in workload_keys else "workload"
+        return None if CONFIG_ALIASES.get(leaf, leaf) in known.workload else "workload"
     prefix = key.split(".", 2)
     kinds = {"workload": "workload", "cache": "cache"}
     if prefix[0] in kinds:
@@ -201,15 +210,16 @@ def keyed_rows(
 ) -> list[Difference]:
     """Workload, cache, GPU and check rows, then one context row per group of raw keys."""
     flat_a, flat_b = _flat(manifest_a), _flat(manifest_b)
-    known = frozenset(
-        n for n in NEUTRAL_PARAMS if fa.params.get(n) is not None or fb.params.get(n) is not None
+    known = _Known(
+        params=frozenset(n for n in NEUTRAL_PARAMS if (fa.params.get(n), fb.params.get(n)) != (None, None)),
+        workload=frozenset(_leaf(k) for k in (*flat_a, *flat_b) if k.startswith("workload.")),
+        spellings=neutral_spellings(),
     )
-    workload_keys = frozenset(_leaf(k) for k in (*flat_a, *flat_b) if k.startswith("workload."))
     rows: list[Difference] = []
     context: list[Difference] = []
     for key in sorted(set(flat_a) | set(flat_b)):
         a, b = flat_a.get(key), flat_b.get(key)
-        kind = _kind(key, known, workload_keys)
+        kind = _kind(key, known)
         if kind is None or same(a, b):
             continue
         diff = Difference(key, a, b, _score(key, a, b), kind)

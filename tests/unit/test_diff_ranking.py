@@ -132,3 +132,27 @@ def test_facts_survive_an_odd_manifest():
     facts = run_facts({"engine": None, "exporter": {"engines": "x"}}, {"requests": {"ok": 0}})
     assert (facts.engine, facts.model, facts.input_tokens) == (None, None, None)
     assert set(facts.params) == set(NEUTRAL_PARAMS)
+
+
+def test_same_engine_version_change_ranks_above_the_model():
+    a, b = _manifest("sglang", PARAMS), _manifest("sglang", PARAMS)
+    b["engine"]["version"] = "1.1"
+    b["engine"]["model"] = "m-14b"
+    diffs = manifest_differences(a, b)
+    assert [(d.group, d.a, d.b) for d in diffs] == [("version", "1.0", "1.1"), ("model", "m-8b", "m-14b")]
+
+
+def test_a_params_row_names_the_recorded_provenance():
+    a, b = _manifest("vllm", PARAMS), _manifest("vllm", {**PARAMS, "max_num_seqs": 8})
+    b["engine"]["param_sources"] = {"max_num_seqs": "exporter /proc cmdline"}
+    (row,) = manifest_differences(a, b)
+    assert (row.key, row.a, row.b) == ("engine.params.max_num_seqs", 64, 8)
+    assert (row.details[0].a, row.details[0].b) == (
+        "engine.params.max_num_seqs",
+        "engine.params.max_num_seqs (exporter /proc cmdline)",
+    )
+
+
+def test_odd_sections_are_read_as_empty():
+    facts = run_facts({"engine": {"params": ["x"], "base_url": 5}, "exporter": {"engines": "x"}}, {})
+    assert set(facts.params.values()) == {None}
