@@ -157,7 +157,7 @@ def param_rows(fa: RunFacts, fb: RunFacts) -> list[Difference]:
         )
         rows.append(Difference(f"engine.params.{name}", a, b, score, "params", (sources,)))
     if unrecorded:
-        a_set, b_set = (sum(getattr(d, side) is not None for d in unrecorded) for side in "ab")
+        a_set, b_set = (sum(_recorded(getattr(d, side)) for d in unrecorded) for side in "ab")
         rows.append(Difference(UNRECORDED, a_set, b_set, UNRECORDED_WEIGHT, "context", tuple(unrecorded)))
     return rows
 
@@ -227,6 +227,10 @@ def keyed_rows(
     return rows + context_rows(context)
 
 
+def _recorded(value: Any) -> bool:
+    return value not in (None, {}, [])
+
+
 def context_rows(raw: Iterable[Difference]) -> list[Difference]:
     """One row per context group: `a` / `b` count the group's differing keys each run has set."""
     groups: dict[str, list[Difference]] = {}
@@ -235,8 +239,8 @@ def context_rows(raw: Iterable[Difference]) -> list[Difference]:
     return [
         Difference(
             prefix,
-            sum(d.a is not None for d in members),
-            sum(d.b is not None for d in members),
+            sum(_recorded(d.a) for d in members),
+            sum(_recorded(d.b) for d in members),
             context_group(prefix)[1],
             "context",
             tuple(sorted(members, key=lambda d: (-d.score, d.key))),

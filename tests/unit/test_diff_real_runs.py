@@ -53,3 +53,13 @@ def test_a_model_change_ranks_in_the_top_three(runs):
     assert "engine.model" in top
     assert "engine.engine" in top
     assert len(diffs) <= SMALL
+
+
+def test_real_same_engine_story_names_max_num_seqs_first_once():
+    (ma, sa), (mb, sb) = _load("vllm64-lg-r20"), _load("vllm8-lg-r20")
+    diffs = manifest_differences(ma, mb, sa, sb)
+    assert (diffs[0].key, diffs[0].a, diffs[0].b) == ("engine.params.max_num_seqs", 64, 8)
+    assert diffs[0].details[0].a.startswith("exporter.engines.")  # default vLLM: the exporter's view
+    keys = [d.key for d in diffs] + [x.key for d in diffs for x in d.details]
+    assert [k for k in keys if k.rsplit(".", 1)[-1] == "max_num_seqs"] == ["engine.params.max_num_seqs"]
+    assert [d.group for d in diffs[1:]] == ["context"] * (len(diffs) - 1)
