@@ -102,7 +102,7 @@ def unrecorded_warnings(manifest_a: Mapping[str, Any], manifest_b: Mapping[str, 
         missing = [k for k, v in params[name].items() if v is None and params[other][k] is not None]
         if missing:
             out.append(
-                f"run {name} recorded no {', '.join(missing)}: not compared (a vLLM without "
-                "VLLM_SERVER_DEV_MODE shows no launch flags over HTTP; attach the exporter, --exporter-url)"
+                f"run {name} recorded no {', '.join(missing)}: not compared (its engine showed no "
+                "launch flags over HTTP; run with --exporter-url so the exporter reads its command line)"
             )
     return out
