@@ -174,6 +174,7 @@ class _Known:
     params: frozenset[str]  # neutral params at least one run recorded
     workload: frozenset[str]  # keys the workload section records
     spellings: dict[str, str]  # an engine's argument name -> neutral param
+    exporters: bool  # both runs recorded an exporter (else its GPU facts cannot be compared)
 
 
 def _kind(key: str, known: _Known) -> str | None:
@@ -191,9 +192,9 @@ def _kind(key: str, known: _Known) -> str | None:
     if prefix[0] in kinds:
         return kinds[prefix[0]]
     if key.startswith("exporter.checks."):
-        return "checks"
+        return "checks" if known.exporters else "context"
     if key == "exporter.topology.interconnect" or (key.startswith("exporter.gpus.") and leaf in GPU_FACTS):
-        return "gpu"
+        return "gpu" if known.exporters else "context"
     return "context"
 
 
@@ -214,6 +215,7 @@ def keyed_rows(
         params=frozenset(n for n in NEUTRAL_PARAMS if (fa.params.get(n), fb.params.get(n)) != (None, None)),
         workload=frozenset(_leaf(k) for k in (*flat_a, *flat_b) if k.startswith("workload.")),
         spellings=neutral_spellings(),
+        exporters=bool(manifest_a.get("exporter")) and bool(manifest_b.get("exporter")),
     )
     rows: list[Difference] = []
     context: list[Difference] = []

@@ -10,7 +10,8 @@ from typing import Any
 
 import click
 
-from loadgen.analysis.diff import Difference, manifest_differences, metric_rows, workload_warnings
+from loadgen.analysis.diff import manifest_differences, metric_rows, workload_warnings
+from loadgen.analysis.diff_rank import Difference
 from loadgen.report.tables import render
 
 

@@ -156,3 +156,15 @@ def test_a_params_row_names_the_recorded_provenance():
 def test_odd_sections_are_read_as_empty():
     facts = run_facts({"engine": {"params": ["x"], "base_url": 5}, "exporter": {"engines": "x"}}, {})
     assert set(facts.params.values()) == {None}
+
+
+def test_gpu_facts_of_a_run_without_exporter_are_context_not_differences():
+    a, b = _manifest("vllm", PARAMS), _manifest("vllm", PARAMS)
+    del b["exporter"]
+    diffs = manifest_differences(a, b)
+    assert {d.group for d in diffs} == {"context"}
+    raw = {x.key for d in diffs for x in d.details}
+    assert raw >= {"exporter.gpus.0.name", "exporter.topology.interconnect"}
+    b["exporter"] = copy.deepcopy(a["exporter"])
+    b["exporter"]["gpus"][0]["name"] = "H100"
+    assert [(d.group, d.key) for d in manifest_differences(a, b)] == [("gpu", "exporter.gpus.0.name")]
