@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from aiohttp import web
 from click.testing import CliRunner
 
 from loadgen.cli.main import cli
@@ -90,3 +95,125 @@ def test_item13_sharegpt_system_turn_is_sent_as_a_system_message(tmp_path: Path)
     assert [s.body["messages"] for s in engine.streams] == 2 * [
         [{"role": "system", "content": "you are terse"}, {"role": "user", "content": "why is the sky blue"}]
     ]
+
+
+def _models_app(status: int, body: bytes, content_type: str) -> Callable[[], web.Application]:
+    async def models(request: web.Request) -> web.Response:
+        return web.Response(status=status, body=body, content_type=content_type)
+
+    def factory() -> web.Application:
+        app = web.Application()
+        app.router.add_get("/v1/models", models)
+        return app
+
+    return factory
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "content_type", "message"),
+    [
+        (
+            200,
+            b"<html><body>welcome to nginx</body></html>",
+            "text/html",
+            "/v1/models answered '<html><body>welcome to nginx</body></html>', which is not an "
+            "OpenAI-compatible response",
+        ),
+        (
+            200,
+            b'{"status": "ok"}',
+            "application/json",
+            "/v1/models answered '{\"status\": \"ok\"}' (no 'data' list of models), which is not an OpenAI",
+        ),
+        (500, b"Internal Server Error: CUDA OOM", "text/plain", "/v1/models answered HTTP 500 ('Internal"),
+    ],
+)
+def test_item14_a_server_answering_garbage_or_500_is_named_not_unreachable(
+    tmp_path: Path, status: int, body: bytes, content_type: str, message: str
+) -> None:
+    with ServerThread(_models_app(status, body, content_type)) as server:
+        code, lines = _invoke(["run", "--target", "vllm", "--base-url", server.base_url], tmp_path)
+    assert code == 2
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"Error: {server.base_url}/v1/models answered")
+    assert message in lines[0]
+    assert "cannot reach" not in lines[0]
+    assert "lists no model" not in lines[0]
+    assert not any(tmp_path.iterdir())
+
+
+class NotHttpServer:
+    """A real TCP server on 127.0.0.1 port 0 that answers every connection with non-HTTP bytes."""
+
+    def __init__(self, reply: bytes) -> None:
+        self.reply = reply
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    def _serve(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = self.sock.accept()
+                with conn:
+                    conn.recv(65536)
+                    conn.sendall(self.reply)
+
+    def __enter__(self) -> NotHttpServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.sock.close()
+
+
+def test_item14_a_non_http_answer_is_named(tmp_path: Path) -> None:
+    with NotHttpServer(b"SSH-2.0-OpenSSH_9.6\r\n\r\n") as server:
+        url = f"http://127.0.0.1:{server.port}"
+        code, lines = _invoke(["run", "--target", "openai", "--base-url", url], tmp_path)
+    assert code == 2
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"Error: {url}/v1/models answered with something that is not HTTP")
+    assert "which is not an OpenAI-compatible response" in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--base-url", "http://127.0.0.1:99999"],
+            "invalid base_url 'http://127.0.0.1:99999': port '99999' is not a number in 1-65535",
+        ),
+        (["--base-url", "http://h:http"], "invalid base_url 'http://h:http': port 'http' is not a number in"),
+        (["--base-url", "http://:8000"], "invalid base_url 'http://:8000': no host"),
+        (["--duration", "inf"], "invalid duration 'inf': not a finite time"),
+        (["--request-timeout", "nan"], "invalid request timeout 'nan': not a finite time"),
+        (["--duration", "-2s"], "invalid duration '-2s': must be > 0"),
+    ],
+)
+def test_item14_bad_url_and_durations_are_named(tmp_path: Path, args: list[str], message: str) -> None:
+    code, lines = _invoke(["run", "--target", "vllm", *args], tmp_path)
+    assert code == 2
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"Error: {message}")
+    assert "running?" not in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "problem"),
+    [
+        ("rate: 10\nseed: [1, 2\nwarmup: 3\n", ":3:7:", "expected ',' or ']', but got ':'"),
+        ("rate: 10\n  seed: 1\n", ":2:7:", "mapping values are not allowed here"),
+        ("rate: 10\n\tseed: 1\n", ":2:1:", "found character '\\t' that cannot start any token"),
+    ],
+)
+def test_item14_broken_config_yaml_names_line_and_column(
+    tmp_path: Path, text: str, where: str, problem: str
+) -> None:
+    config = tmp_path / "run.yaml"
+    config.write_text(text)
+    results = tmp_path / "results"
+    code, lines = _invoke(["run", "--config", str(config)], results)
+    assert code == 2
+    assert lines == [f"Error: {config}{where} invalid YAML ({problem})"]
+    assert not results.exists()
