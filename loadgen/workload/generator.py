@@ -158,6 +158,11 @@ class JsonlWorkload:
             input_len_exact=False,
         )
 
+    @property
+    def draws_output_len(self) -> bool:
+        """Whether some record has no output length of its own (then `--output-len` is drawn)."""
+        return any(record.output_len is None for record in self.records)
+
     def describe(self) -> dict[str, Any]:
         """Workload facts for the manifest."""
         digest = hashlib.sha256(self.path.read_bytes()).hexdigest()
@@ -166,7 +171,7 @@ class JsonlWorkload:
             "dataset": str(self.path),
             "dataset_sha256": digest,
             "records": len(self.records),
-            "output_len": str(self.output_dist),
+            "output_len": str(self.output_dist) if self.draws_output_len else None,
             "seed": self.seed,
         }
 
