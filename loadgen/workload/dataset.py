@@ -151,7 +151,7 @@ def parse_lines(lines: Iterable[bytes], name: str, endpoint: str) -> list[Datase
     records = []
     for number, line in enumerate(lines, 1):
         where = f"{name}:{number}"
-        text = _decode(line, where)
+        text = _decode(line, where).removeprefix("\ufeff")  # a BOM some editors write
         if not text.strip():
             continue
         try:

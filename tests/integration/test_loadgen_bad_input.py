@@ -217,3 +217,15 @@ def test_item14_broken_config_yaml_names_line_and_column(
     assert code == 2
     assert lines == [f"Error: {config}{where} invalid YAML ({problem})"]
     assert not results.exists()
+
+
+def test_item13_sharegpt_system_turn_prefixes_the_completions_prompt(tmp_path: Path) -> None:
+    path = tmp_path / "sharegpt.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(SHAREGPT_WITH_SYSTEM).encode() + b"\r\n\r\n")  # BOM, CRLF
+    engine = FakeEngine(ttft_s=0.001, itl_s=0.0)
+    with ServerThread(engine.app) as server:
+        args = ["run", "--target", "openai", "--base-url", server.base_url, "--dataset", str(path)]
+        code, _ = _invoke([*args, "--num-prompts", "1", "--linger", "0", "--quiet"], tmp_path / "results")
+    assert code == 0
+    assert [s.body["prompt"] for s in engine.streams] == ["you are terse\n\nwhy is the sky blue"]
+    assert engine.streams[0].body["max_tokens"] == 1  # one reply word * 4/3, rounded
