@@ -306,7 +306,8 @@ def normalise_keys(raw: Mapping[str, Any], source: str) -> dict[str, Any]:
 def load_yaml(path: str | Path) -> dict[str, Any]:
     """Read a run.yaml mapping of RunConfig fields."""
     try:
-        data = yaml.safe_load(Path(path).read_text())
+        text = Path(path).read_text()
+        data, lines = yaml.safe_load(text), _key_lines(text)
     except OSError as exc:
         raise ConfigError(f"cannot read config {str(path)!r}: {exc.strerror}") from None
     except yaml.YAMLError as exc:
@@ -315,7 +316,21 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"invalid config {str(path)!r}: expected a mapping of options")
-    return normalise_keys(data, str(path))
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        try:
+            out.update(normalise_keys({key: value}, "the config file"))
+        except ConfigError as exc:
+            raise ConfigError(f"{path}:{lines.get(str(key), 1)}: {exc}") from None
+    return out
+
+
+def _key_lines(text: str) -> dict[str, int]:
+    """Top-level key -> its 1-based line in a YAML mapping document."""
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    if not isinstance(root, yaml.MappingNode):
+        return {}
+    return {str(k.value): k.start_mark.line + 1 for k, _ in root.value}
 
 
 def yaml_error(path: str, exc: yaml.YAMLError) -> str:

@@ -144,3 +144,19 @@ def test_item14_yaml_inf_duration_and_env_inf_have_their_own_message(tmp_path: P
         resolve(load_yaml(path), {}, {})
     with pytest.raises(ConfigError, match="invalid duration_s 'inf': not a finite time"):
         env_overrides({"LOADGEN_DURATION": "inf"})
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("seed: 1\nrtae: 5\n", ":2: unknown key 'rtae' in the config file; valid keys: "),
+        ("seed: 1\n\nnum_prompts: many\n", ":3: invalid num_prompts 'many': expected a number"),
+        ("rate: fast\n", ":1: invalid rate 'fast': expected a number of requests/s or 'inf'"),
+    ],
+)
+def test_item14_bad_config_values_name_their_line(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "run.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_yaml(path)
+    assert str(info.value).startswith(f"{path}{message}")
