@@ -65,12 +65,13 @@ async def preflight(
             "connection refused" if isinstance(exc.os_error, ConnectionRefusedError) else str(exc.os_error)
         )
         raise TargetUnreachable(f"cannot reach {base_url} ({cause}): {target.hint}") from None
-    except aiohttp.ClientResponseError as exc:  # bytes that are not HTTP
+    except aiohttp.ClientResponseError as exc:  # bytes that are not (well-formed) HTTP
         raise TargetUnreachable(
-            f"{url} answered with something that is not HTTP ({str(exc.message).splitlines()[0]}), "
-            f"{NOT_OPENAI}: "
-            "is --base-url the engine's HTTP port?"
+            f"{url} answered with something that is not valid HTTP ({str(exc.message).splitlines()[0]}), "
+            f"{NOT_OPENAI}: is --base-url the engine's HTTP port?"
         ) from None
+    except aiohttp.ClientPayloadError as exc:
+        raise TargetUnreachable(f"{url} answered a broken HTTP body ({exc}), {NOT_OPENAI}") from None
     except aiohttp.ServerDisconnectedError:
         raise TargetUnreachable(f"{url} closed the connection without an answer, {NOT_OPENAI}") from None
     except TimeoutError:

@@ -173,7 +173,7 @@ def test_item14_a_non_http_answer_is_named(tmp_path: Path) -> None:
         code, lines = _invoke(["run", "--target", "openai", "--base-url", url], tmp_path)
     assert code == 2
     assert len(lines) == 1, lines
-    assert lines[0].startswith(f"Error: {url}/v1/models answered with something that is not HTTP")
+    assert lines[0].startswith(f"Error: {url}/v1/models answered with something that is not valid HTTP (")
     assert "which is not an OpenAI-compatible response" in lines[0]
 
 
@@ -229,3 +229,26 @@ def test_item13_sharegpt_system_turn_prefixes_the_completions_prompt(tmp_path: P
     assert code == 0
     assert [s.body["prompt"] for s in engine.streams] == ["you are terse\n\nwhy is the sky blue"]
     assert engine.streams[0].body["max_tokens"] == 1  # one reply word * 4/3, rounded
+
+
+@pytest.mark.parametrize(
+    ("reply", "message"),
+    [
+        (b"", "/v1/models closed the connection without an answer, which is not an OpenAI-compatible"),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+            "/v1/models answered with something that is not valid HTTP (Invalid character in chunk size",
+        ),
+        (
+            b'HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{"data"',
+            "/v1/models answered a broken HTTP body (",
+        ),
+    ],
+)
+def test_item14_a_closed_or_broken_answer_is_named(tmp_path: Path, reply: bytes, message: str) -> None:
+    with NotHttpServer(reply) as server:
+        url = f"http://127.0.0.1:{server.port}"
+        code, lines = _invoke(["run", "--target", "openai", "--base-url", url], tmp_path)
+    assert code == 2
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"Error: {url}{message}")
