@@ -31,6 +31,12 @@ def shown(body: bytes) -> str:
     return repr(flat if len(flat) <= SHOWN_BODY_CHARS else flat[: SHOWN_BODY_CHARS - 3] + "...")
 
 
+def _one_line(detail: object) -> str:
+    """An exception's detail as one line (aiohttp's parser errors span several)."""
+    lines = str(detail).strip().splitlines()
+    return lines[0].rstrip(":") if lines else "no detail"
+
+
 def judge_models_answer(url: str, status: int, body: bytes) -> str | None:
     """The one-line error for a /v1/models answer, or None when it is a usable model list."""
     if status in (401, 403):
@@ -67,11 +73,13 @@ async def preflight(
         raise TargetUnreachable(f"cannot reach {base_url} ({cause}): {target.hint}") from None
     except aiohttp.ClientResponseError as exc:  # bytes that are not (well-formed) HTTP
         raise TargetUnreachable(
-            f"{url} answered with something that is not valid HTTP ({str(exc.message).splitlines()[0]}), "
+            f"{url} answered with something that is not valid HTTP ({_one_line(exc.message)}), "
             f"{NOT_OPENAI}: is --base-url the engine's HTTP port?"
         ) from None
     except aiohttp.ClientPayloadError as exc:
-        raise TargetUnreachable(f"{url} answered a broken HTTP body ({exc}), {NOT_OPENAI}") from None
+        raise TargetUnreachable(
+            f"{url} answered a broken HTTP body ({_one_line(exc)}), {NOT_OPENAI}"
+        ) from None
     except aiohttp.ServerDisconnectedError:
         raise TargetUnreachable(f"{url} closed the connection without an answer, {NOT_OPENAI}") from None
     except TimeoutError:
