@@ -9,12 +9,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from loadgen.records import RequestRecord
 from loadgen.config import RunConfig
+from loadgen.records import RequestRecord
 from loadgen.results.manifest import client_info, engine_section, tool_info
 from loadgen.results.rundir import append_runs_csv, csv_row, write_json, write_jsonl
+from loadgen.results.sent import as_sent
 from loadgen.stats import NS, e2e_s, itls_s, summarize, tpot_s, ttft_s
-from loadgen.targets import EngineMetadata
+from loadgen.targets import EngineMetadata, get_target
 
 
 def _iso(t: datetime) -> str:
@@ -102,7 +103,7 @@ def build_manifest(
         "ended_at": _iso(ended),
         "tool": tool_info(),
         "client": client_info(),
-        "config": config.to_manifest(),
+        "config": as_sent(config.to_manifest(), facts.workload, get_target(config.target)),
         "workload": wl,
         "engine": engine_section(facts.meta, facts.base_url),
         "exporter": facts.exporter,
