@@ -153,8 +153,8 @@ def profile_nvml(rounds: int) -> None:
     """Time each NVML reading the GPU collector does, per GPU (real NVML only), to find slow calls."""
     import pynvml
 
-    from exporter import gpu_read
-    from exporter.topology import read_matrix
+    from exporter.nvml import readers as gpu_read
+    from exporter.nvml.topology import read_matrix
 
     pynvml.nvmlInit()
     handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]

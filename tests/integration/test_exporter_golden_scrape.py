@@ -22,9 +22,9 @@ from exporter.collectors.host import HostCollector
 from exporter.discovery import ProcInfo
 from exporter.engine_http import EngineHttpFacts
 from exporter.engines import EngineInspector
-from exporter.fake_nvml import FakeNvml
-from exporter.gpu_sampler import GpuSampler
-from exporter.nvml import NvmlSession
+from exporter.nvml.fake import FakeNvml
+from exporter.nvml.sampler import GpuSampler
+from exporter.nvml.session import NvmlSession
 from tests.conftest import FIXTURES, GOLDEN_VLLM
 
 GOLDEN_SCRAPE = FIXTURES / "exporter" / "golden-scrape-fake-2gpu.txt"
@@ -79,8 +79,9 @@ def golden_scrape() -> str:
         )
     )
     text = generate_latest(registry).decode()
-    # durations vary run to run: pin them
-    return re.sub(r"^(infergauge_collector_duration_seconds\{[^}]*\}) .*$", r"\1 0.0", text, flags=re.M)
+    # durations and reading ages vary run to run: pin them
+    timed = r"infergauge_collector_duration_seconds|infergauge_gpu_read_age_seconds"
+    return re.sub(rf"^((?:{timed})\{{[^}}]*\}}) .*$", r"\1 0.0", text, flags=re.M)
 
 
 def promtool_findings(text: str) -> tuple[int, list[str]]:
