@@ -116,3 +116,10 @@ def test_promtool_rejects_a_broken_scrape() -> None:
     rc, findings = promtool_findings('# TYPE x gauge\nx{a="1" 1\n')
     assert rc == 1
     assert findings
+
+
+def test_every_exported_name_is_documented_in_metrics_md() -> None:
+    doc = (FIXTURES.parents[1] / "docs" / "METRICS.md").read_text(encoding="utf-8")
+    documented = set(re.findall(r"^\|\s*`([A-Za-z_:][\w:]*)", doc, flags=re.M))
+    exported = set(re.findall(r"^# TYPE (\S+) ", GOLDEN_SCRAPE.read_text(), flags=re.M))
+    assert exported - documented == set()
