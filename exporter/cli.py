@@ -139,6 +139,11 @@ def main(
             web_config = load_web_config(web_config_file)
         except WebConfigError as exc:
             raise click.BadParameter(str(exc), param_hint="--web-config-file") from exc
+    for index in fake_hung_gpu:
+        if index >= fake_gpus:
+            raise click.BadParameter(
+                f"{index} is not one of the {fake_gpus} fake GPUs", param_hint="--fake-hung-gpu"
+            )
     session = _fake_session(fake_gpus, fake_hung_gpu) if fake_gpus else None
     exporter = Exporter(config, session=session)
     if once:

@@ -63,7 +63,7 @@ class GpuCollector:
         """All GPUs' families; True when every GPU answered in time (or the host has no GPU)."""
         out = Families()
         try:
-            nvml = self.session.get()
+            nvml = self.session.get_within()
         except NvmlUnavailable:
             if not self.session.absent:
                 raise

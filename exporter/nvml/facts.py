@@ -105,10 +105,10 @@ def gpu_manifest(
     """
     unknown: dict[str, Any] = {"matrix": [], "interconnect": "unknown"}
     try:
-        nvml = session.get()
+        nvml = session.get_within()
         driver, cuda, count = session.lanes.call(SYSTEM, "facts", partial(_system_facts, nvml), timeout_s)
     except (NvmlUnavailable, CallTimeout) as exc:
-        return [], unknown, str(exc)
+        return [], unknown, str(exc)  # (an error nvmlInit raised reaches here as NvmlUnavailable)
     calls = {i: partial(_entry_and_handle, nvml, i, driver, cuda) for i in range(count)}
     jobs = session.lanes.gather("facts", calls, timeout_s)
     gpus, handles, error = [], [], None
@@ -138,7 +138,7 @@ def _system_facts(nvml: Any) -> tuple[str, str | None, int]:
 def first_gpu_hint(session: NvmlSession, timeout_s: float = DEFAULT_TIMEOUT_S) -> tuple[int | None, str]:
     """(memory total bytes, name) of GPU 0, for engines' hardware-dependent defaults; (None, '') if none."""
     try:
-        nvml = session.get()
+        nvml = session.get_within()
         return session.lanes.call(0, "hint", partial(_hint, nvml), timeout_s)  # type: ignore[no-any-return]
     except Exception:  # no NVML, no GPU, lost or hung GPU: the defaults stay "auto"
         return None, ""

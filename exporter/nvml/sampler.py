@@ -92,7 +92,7 @@ class GpuSampler:
     def tick(self) -> None:
         """One pass over all GPUs, each in its own lane under one deadline: peaks, GPM ratios, XIDs."""
         try:
-            nvml = self.session.get()
+            nvml = self.session.get_within()
             count = self.session.lanes.call(SYSTEM, "sample-count", nvml.nvmlDeviceGetCount, self.timeout_s)
             if self._events is None:
                 self._events = self.session.lanes.call(

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from exporter.nvml.lanes import Lanes
+from exporter.nvml.lanes import SYSTEM, Lanes
 
 LOG = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -30,6 +30,8 @@ ERROR_ARGUMENT_VERSION_MISMATCH = 25
 DEVICE_FATAL = frozenset({ERROR_GPU_IS_LOST, ERROR_RESET_REQUIRED})
 # nvmlInit failing with one of these means this host has no NVIDIA GPU to read: a fact, not a fault.
 NO_GPU_HERE = frozenset({ERROR_DRIVER_NOT_LOADED, ERROR_LIBRARY_NOT_FOUND})
+# nvmlInit may take seconds on a host with many GPUs and persistence mode off; beyond this it hangs.
+INIT_TIMEOUT_S = 10.0
 
 
 class NvmlUnavailable(RuntimeError):
@@ -120,6 +122,10 @@ class NvmlSession:
             self.error = None
             self.absent = False
             return self._nvml
+
+    def get_within(self, timeout_s: float = INIT_TIMEOUT_S) -> Any:
+        """get(), in the system lane: NvmlUnavailable, or CallTimeout when nvmlInit hangs."""
+        return self.lanes.call(SYSTEM, "init", self.get, timeout_s)
 
     def shutdown(self) -> None:
         """Release NVML if it was initialised; let idle lanes end."""
