@@ -82,30 +82,9 @@ class GpuCollector:
         for index, job in jobs.items():
             reading, up, fresh = self._settle(index, job)
             all_ok = all_ok and fresh
-            labels = {"gpu": str(index), "Hostname": self.hostname}
-            out.add(
-                "infergauge_gpu_up",
-                "gauge",
-                "1 while NVML reaches the GPU; 0 when it reports the GPU lost (its series are dropped).",
-                labels,
-                up,
-            )
-            out.add(
-                "infergauge_gpu_read_success",
-                "gauge",
-                "1 when the GPU answered within the scrape's deadline; 0: its last good values are served.",
-                labels,
-                1.0 if fresh else 0.0,
-            )
+            self._emit_status(index, reading, up, fresh, now, out)
             if reading is not None:
                 readings[index] = reading
-                out.add(
-                    "infergauge_gpu_read_age_seconds",
-                    "gauge",
-                    "Age of the values served for this GPU (grows while the GPU does not answer).",
-                    labels,
-                    reading.age_s(now),
-                )
                 self._emit_gpu(reading, out)
         if all_ok and readings:
             all_ok = self._emit_topology(nvml, readings, out)
@@ -169,6 +148,34 @@ class GpuCollector:
         self._identities[index] = reading.identity
         self._last[index] = reading
         return reading, 1.0, True
+
+    def _emit_status(
+        self, index: int, reading: GpuReading | None, up: float, fresh: bool, now: float, out: Families
+    ) -> None:
+        """infergauge_gpu_up, _read_success and (when values are served) _read_age_seconds."""
+        labels = {"gpu": str(index), "Hostname": self.hostname}
+        out.add(
+            "infergauge_gpu_up",
+            "gauge",
+            "1 while NVML reaches the GPU; 0 when it reports the GPU lost (its series are dropped).",
+            labels,
+            up,
+        )
+        out.add(
+            "infergauge_gpu_read_success",
+            "gauge",
+            "1 when the GPU answered within the scrape's deadline; 0: its last good values are served.",
+            labels,
+            1.0 if fresh else 0.0,
+        )
+        if reading is not None:
+            out.add(
+                "infergauge_gpu_read_age_seconds",
+                "gauge",
+                "Age of the values served for this GPU (grows while the GPU does not answer).",
+                labels,
+                reading.age_s(now),
+            )
 
     def _emit_count(self, count: int, out: Families) -> None:
         out.add(
