@@ -9,6 +9,7 @@ pynvml's error class and ctypes structures, which need no driver.
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -82,6 +83,7 @@ class FakeNvml:
         self.xid_events = list(xid_events or [])
         self.calls = 0
         self.hung_until: dict[int, float] = {}
+        self._thread = threading.local()  # GPM sample owner: each GPU is sampled in its own thread
 
     def hang(self, index: int, seconds: float) -> None:
         """From now on, every call on GPU `index` blocks until `seconds` have passed (inf: for ever)."""
@@ -260,14 +262,14 @@ class FakeNvml:
 
     def nvmlGpmSampleGet(self, h: FakeGpu, sample: Any) -> Any:
         self._gpu("nvmlGpmSampleGet", h)
-        self._gpm_owner = h
+        self._thread.gpm_owner = h
         return sample
 
     def nvmlGpmSampleFree(self, sample: Any) -> None:
         return None
 
     def nvmlGpmMetricsGet(self, request: Any) -> Any:
-        owner: FakeGpu = self._gpm_owner
+        owner: FakeGpu = self._thread.gpm_owner
         for slot in range(request.numMetrics):
             metric = request.metrics[slot]
             metric.nvmlReturn = 0

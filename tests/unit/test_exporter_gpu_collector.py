@@ -188,6 +188,16 @@ def test_sampler_peaks_gpm_and_xid() -> None:
     assert registry.get_sample_value("infergauge_gpu_power_usage_peak_watts", labels) == 200.0
 
 
+def test_gpm_ratios_stay_with_their_gpu_when_gpus_are_sampled_in_parallel() -> None:
+    gpus = [FakeGpu(i, gpm_percent={1: 10.0 * (i + 1), 5: 0.0, 10: 0.0}) for i in range(4)]
+    registry, sampler = registry_for(FakeNvml(gpus), sampler=True)
+    assert sampler is not None
+    for _ in range(3):
+        sampler.tick()
+    got = [registry.get_sample_value("DCGM_FI_PROF_GR_ENGINE_ACTIVE", dcgm_labels(i)) for i in range(4)]
+    assert got == [0.1, 0.2, 0.3, 0.4]  # 10 %, 20 %, 30 %, 40 % -> ratios
+
+
 def test_registering_never_touches_nvml() -> None:
     fresh = FakeNvml(1)
     session = NvmlSession(fresh)
