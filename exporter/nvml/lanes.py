@@ -35,6 +35,7 @@ class Job:
         self.error: BaseException | None = None
         self.submitted = time.monotonic()
         self.finished: float | None = None
+        self.waited_out = False  # a caller already gave up on it: later callers do not wait again
 
     def run(self) -> None:
         """Run the call in the lane's thread; never raises."""
@@ -79,9 +80,11 @@ class Lanes:
             return job, previous
 
     def call(self, lane: Hashable, kind: str, fn: Callable[[], Any], timeout_s: float) -> Any:
-        """fn()'s result within timeout_s, its exception, or CallTimeout."""
+        """fn()'s result within timeout_s, its exception, or CallTimeout (at once when an earlier
+        caller already waited this pending job out)."""
         job, _ = self.submit(lane, kind, fn)
-        if not job.done.wait(timeout_s):
+        if not job.done.wait(0.0 if job.waited_out else timeout_s):
+            job.waited_out = True
             raise CallTimeout(f"NVML {kind} on {lane}: no answer within {timeout_s:g} s")
         if job.error is not None:
             raise job.error

@@ -34,12 +34,16 @@ def test_a_hung_call_times_out_and_new_calls_join_it_instead_of_queueing() -> No
 
     with pytest.raises(CallTimeout, match=r"NVML read on 1: no answer within 0.05 s"):
         lanes.call(1, "read", hung, 0.05)
+    started = time.perf_counter()
     with pytest.raises(CallTimeout):
-        lanes.call(1, "read", hung, 0.05)  # joins the pending job: no second run queued behind it
+        lanes.call(1, "read", hung, 5.0)  # joins the pending job: no second run queued behind it
+    assert time.perf_counter() - started < 1.0  # ...and, already waited out once, is not waited again
     assert lanes.call(2, "read", lambda: 3, 1.0) == 3  # another GPU's lane is free
     assert runs == [1]
     release.set()
-    assert lanes.call(1, "read", hung, 1.0) == 7  # the pending job (or a fresh one) answers
+    time.sleep(0.1)  # the hung call returns; the next call is a fresh job, answered at once
+    assert lanes.call(1, "read", hung, 1.0) == 7
+    assert runs == [1, 1]
     lanes.close()
 
 
