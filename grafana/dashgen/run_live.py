@@ -27,6 +27,11 @@ LATENCIES = (
     ("E2E latency", "request_duration", "e2e_slo", "End to end: last token-bearing chunk minus send."),
 )
 
+RATE_DESC = (
+    "Per second over the last minute; while the run is younger than a minute (or lasted less), "
+    "its count so far over its elapsed time (recording rules run_id:*:rate1m)."
+)
+
 
 def _quantiles(metric: str, slo_var: str) -> list[Json]:
     pairs = quantile_pairs(f"loadgen_{metric}_seconds_bucket{{{RUN}}}")
@@ -66,6 +71,7 @@ def _summary_panels() -> list[Json]:
             "Achieved (ok, 1m)",
             [target(f"sum(run_id:loadgen_requests_ok:rate1m{{{RUN}}})", "ok req/s")],
             "reqps",
+            desc=RATE_DESC,
         ),
         stat("In flight", [target(f"sum(loadgen_in_flight_requests{{{RUN}}})", "in flight")], "short"),
         stat(
@@ -95,17 +101,12 @@ def _load_panels() -> list[Json]:
             "Asked vs achieved request rate",
             targets(
                 (f"max(loadgen_target_request_rate{{{RUN}}})", "asked"),
-                (f"sum(rate(loadgen_requests_total{{{RUN}}}[$__rate_interval]))", "finished (any outcome)"),
-                (
-                    f'sum(rate(loadgen_requests_total{{{RUN}, outcome="ok"}}[$__rate_interval]))',
-                    "achieved (ok)",
-                ),
-                (
-                    f"sum(rate(loadgen_slo_met_requests_total{{{RUN}}}[$__rate_interval]))",
-                    "goodput (met SLOs)",
-                ),
+                (f"sum(run_id:loadgen_requests:rate1m{{{RUN}}})", "finished (any outcome)"),
+                (f"sum(run_id:loadgen_requests_ok:rate1m{{{RUN}}})", "achieved (ok)"),
+                (f"sum(run_id:loadgen_goodput:rate1m{{{RUN}}})", "goodput (met SLOs)"),
             ),
             "reqps",
+            desc=RATE_DESC,
         ),
         timeseries(
             "In-flight requests",
@@ -117,18 +118,20 @@ def _load_panels() -> list[Json]:
         ),
         series(
             "Outcomes",
-            f"sum by (outcome) (rate(loadgen_requests_total{{{RUN}}}[$__rate_interval]))",
+            f"sum by (outcome) (run_id:loadgen_requests_by_outcome:rate1m{{{RUN}}})",
             "{{outcome}}",
             "reqps",
+            desc=RATE_DESC,
             stack=True,
         ),
         timeseries(
             "Tokens per second",
             targets(
-                (f"sum(rate(loadgen_prompt_tokens_total{{{RUN}}}[$__rate_interval]))", "prompt tok/s"),
-                (f"sum(rate(loadgen_output_tokens_total{{{RUN}}}[$__rate_interval]))", "output tok/s"),
+                (f"sum(run_id:loadgen_prompt_tokens:rate1m{{{RUN}}})", "prompt tok/s"),
+                (f"sum(run_id:loadgen_output_tokens:rate1m{{{RUN}}})", "output tok/s"),
             ),
             "suffix: tok/s",
+            desc=RATE_DESC,
         ),
     ]
 
