@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .board import dashboard, multi_var, query_var, run_boundary_annotations, textbox_var
+from .board import dashboard, multi_var, query_var, run_boundary_annotations, slo_vars
 from .common import quantile_pairs, series
 from .panels import Json, heatmap, row, stat, target, targets, timeseries
 
@@ -262,9 +262,7 @@ def build() -> Json:
             "GPU host",
             "label_values(DCGM_FI_DEV_GPU_UTIL, Hostname)",
         ),
-        textbox_var("ttft_slo", "TTFT SLO (s)", "0.5"),
-        textbox_var("tpot_slo", "TPOT SLO (s)", "0.05"),
-        textbox_var("e2e_slo", "E2E SLO (s)", "10"),
+        *slo_vars(),
     ]
     return dashboard(
         "infergauge-run-live",
