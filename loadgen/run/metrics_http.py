@@ -3,7 +3,8 @@
 A run marks its end with `loadgen_run_end_timestamp_seconds > 0`; Prometheus tells a finished run from
 one that vanished (`LoadgenRunVanished`) only if one scrape saw that mark. So `MetricsServer.stop`
 waits, when someone has been scraping, for one response written after the end was marked (bounded by
-twice the scrape interval seen, at most `MAX_FINAL_WAIT_S`); without scrapes it does not wait.
+twice the scrape interval seen + 1 s, the shipped 5 s interval assumed after a single scrape, at most
+`MAX_FINAL_WAIT_S`); without scrapes it does not wait.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.exposition import ThreadingWSGIServer
 
 MAX_FINAL_WAIT_S = 30.0
+ASSUMED_INTERVAL_S = 5.0  # after a single scrape: the shipped Prometheus scrape interval
 POLL_S = 0.05  # how soon `stop` ends the serving loop (http.server's default is 0.5 s)
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -73,7 +75,7 @@ class ScrapeWatch:
         if not self.ended or self.end_seen.is_set() or not self.times:
             return 0.0
         gaps = [b - a for a, b in zip(self.times, self.times[1:], strict=False)]
-        interval = max(gaps) if gaps else MAX_FINAL_WAIT_S / 2
+        interval = max(gaps) if gaps else ASSUMED_INTERVAL_S
         return min(2 * interval + 1.0, MAX_FINAL_WAIT_S)
 
 

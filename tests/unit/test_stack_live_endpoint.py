@@ -8,6 +8,7 @@ import urllib.request
 
 import pytest
 
+from loadgen.run import metrics_http
 from loadgen.run.live_metrics import DEFAULT_LISTEN_ADDRESS, LiveMetrics, RunLabels
 
 LABELS = {"run_id": "r1", "target": "sim", "model": "m", "scenario": "s"}
@@ -94,6 +95,19 @@ def test_stop_gives_up_after_twice_the_scrape_interval() -> None:
     metrics.end_ts.set(END_TS)
     began = time.monotonic()
     metrics.stop()  # nobody scrapes again
+    waited = time.monotonic() - began
+    assert 2 * GAP_S <= waited < 2 * GAP_S + 1.0 + NO_WAIT_S
+
+
+def test_after_a_single_scrape_the_shipped_interval_is_assumed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(
+        metrics_http, "ASSUMED_INTERVAL_S", GAP_S
+    )  # a curl, or a run shorter than one interval
+    metrics, url = _metrics()
+    _scrape(url)
+    metrics.end_ts.set(END_TS)
+    began = time.monotonic()
+    metrics.stop()
     waited = time.monotonic() - began
     assert 2 * GAP_S <= waited < 2 * GAP_S + 1.0 + NO_WAIT_S
 
