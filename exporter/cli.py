@@ -7,6 +7,7 @@ space-separated for several); flags win over the environment.
 from __future__ import annotations
 
 import logging
+import socket
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -20,6 +21,9 @@ from exporter.nvml.reading import DEFAULT_TIMEOUT_S
 from exporter.webconfig import WebConfigError, load_web_config
 
 ENV_PREFIX = "INFERGAUGE_EXPORTER"
+# All interfaces, as before the option existed: the compose stack's Prometheus reaches the exporter
+# from another container (its port is published on 127.0.0.1 only). See README "Exporter".
+DEFAULT_LISTEN_ADDRESS = "0.0.0.0"
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -28,6 +32,14 @@ def _validate_url(_ctx: click.Context, _param: click.Parameter, values: tuple[st
         if not url.startswith(("http://", "https://")):
             raise click.BadParameter(f"{url!r} is not an http(s) URL")
     return list(values)
+
+
+def _validate_address(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    try:
+        socket.getaddrinfo(value, None, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise click.BadParameter(f"{value!r} is not an address of this host ({exc})") from None
+    return value
 
 
 def _env(name: str) -> str:
@@ -47,7 +59,16 @@ def _collectors(flag: str, dest: str, help_text: str) -> Callable[[F], F]:
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
 @_option("--port", type=click.IntRange(0, 65535), default=9402, help="Listen port.")
-@_option("--host", "listen_host", default="0.0.0.0", help="Listen address.")
+@click.option(
+    "--listen-address",
+    "--host",
+    "listen_host",
+    envvar=[_env("LISTEN_ADDRESS"), _env("HOST")],
+    default=DEFAULT_LISTEN_ADDRESS,
+    callback=_validate_address,
+    help="Address to listen on: 127.0.0.1 keeps /metrics and /manifest (launch flags, host facts) on "
+    "this host; the default serves a Prometheus on another host or in a container.",
+)
 @_option(
     "--engine-url",
     multiple=True,
