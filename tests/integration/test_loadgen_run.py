@@ -222,11 +222,13 @@ async def test_live_metrics_are_served_and_linger(tmp_path: Path) -> None:
         "loadgen_request_duration_seconds_sum",
         "loadgen_time_per_output_token_seconds_count",
         "loadgen_schedule_lag_seconds_count",
+        "loadgen_slot_wait_seconds_count",
         "loadgen_in_flight_requests",
         "loadgen_event_loop_lag_seconds",
         "loadgen_run_start_timestamp_seconds",
     ):
         assert series in text
+    assert re.search(r'loadgen_requests_total\{[^}]*outcome="connect_error"[^}]*\} 0\.0', text)  # item 4
     assert f"loadgen_output_tokens_total{{{labels}}} 96.0" in text
     assert f"loadgen_slo_met_requests_total{{{labels}}} 12.0" in text
     assert f"loadgen_target_request_rate{{{labels}}} 100.0" in text
