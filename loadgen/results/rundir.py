@@ -190,13 +190,23 @@ def csv_row(manifest: dict[str, Any], summary: dict[str, Any], result_dir: Path)
 
 
 def append_runs_csv(results_dir: Path, row: dict[str, Any]) -> Path:
-    """Add one row to `results_dir/runs.csv` (header written when the file is new); atomic rewrite."""
+    """Add one row to `results_dir/runs.csv` (header written when the file is new); atomic rewrite.
+
+    A file whose header is another version's (columns added since) is rewritten under the current
+    header, its old columns kept at the end, so no row is ever shifted under the wrong name."""
     path = Path(results_dir) / RUNS_CSV
     old = path.read_text() if path.exists() else ""
+    old_rows: list[dict[str, str]] = []
+    header = next(csv.reader(io.StringIO(old)), None) if old else None
+    columns = list(CSV_COLUMNS)
+    if header is not None and header != columns:  # written by another version: rewrite it aligned
+        old_rows, old = list(csv.DictReader(io.StringIO(path.read_text()))), ""
+        columns += [c for c in header if c not in CSV_COLUMNS]
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(CSV_COLUMNS), extrasaction="ignore", lineterminator="\n")
+    writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
     if not old:
         writer.writeheader()
+    writer.writerows(old_rows)
     writer.writerow({k: "" if v is None else v for k, v in row.items()})
     atomic_write(path, old + buf.getvalue())
     return path
