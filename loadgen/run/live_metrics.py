@@ -44,6 +44,8 @@ def log_buckets(low: float, high: float, per_decade: int = PER_DECADE) -> list[f
 LATENCY_BUCKETS = log_buckets(0.0001, 300.0)
 ITL_BUCKETS = log_buckets(0.0005, 5.0)
 LAG_BUCKETS = log_buckets(0.00001, 60.0, per_decade=8)
+# a --rate inf run schedules every request at its start: the last one waits for a slot about the run
+SLOT_WAIT_BUCKETS = log_buckets(0.00001, 3600.0, per_decade=8)
 
 
 class FastHistogram:
@@ -177,7 +179,16 @@ class LiveMetrics:
             "loadgen_inter_token_latency_seconds", "Gap between token-bearing chunks.", ITL_BUCKETS
         )
         self.e2e = hist("loadgen_request_duration_seconds", "End-to-end request latency.", LATENCY_BUCKETS)
-        self.lag = hist("loadgen_schedule_lag_seconds", "Actual minus scheduled send time.", LAG_BUCKETS)
+        self.lag = hist(
+            "loadgen_schedule_lag_seconds",
+            "Client lateness: actual send minus due time (scheduled, or when a concurrency slot came free).",
+            LAG_BUCKETS,
+        )
+        self.slot_wait = hist(
+            "loadgen_slot_wait_seconds",
+            "Wait for a --max-concurrency slot: due time minus scheduled send.",
+            SLOT_WAIT_BUCKETS,
+        )
         self.counters = FastCounters(labels)
         r.register(self.counters)
         self.in_flight = gauge("loadgen_in_flight_requests", "Requests sent and not finished.")
@@ -199,6 +210,7 @@ class LiveMetrics:
         counters = self.counters
         counters.by_outcome[record.outcome or "cancelled"] += 1
         self.lag.observe(max(record.schedule_lag_ns, 0) / NS)
+        self.slot_wait.observe(record.slot_wait_ns / NS)
         if record.outcome != "ok" or record.warmup:
             return
         for hist, value in (
