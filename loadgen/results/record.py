@@ -10,13 +10,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from loadgen.records import RequestRecord
 from loadgen.config import RunConfig
+from loadgen.records import RequestRecord
 from loadgen.results.manifest import client_info, engine_section, tool_info
 from loadgen.results.rundir import RUNS_CSV, append_runs_csv, atomic_write, csv_row, line_text, write_json
+from loadgen.results.sent import as_sent
 from loadgen.results.summary import iso
 from loadgen.stats import NS, e2e_s, itls_s, tpot_s, ttft_s
-from loadgen.targets import EngineMetadata
+from loadgen.targets import EngineMetadata, get_target
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ def build_manifest(
         "ended_at": iso(ended),
         "tool": tool_info(),
         "client": client_info(),
-        "config": config.to_manifest(),
+        "config": as_sent(config.to_manifest(), facts.workload, get_target(config.target)),
         "workload": wl,
         "engine": engine_section(facts.meta, facts.base_url),
         "exporter": facts.exporter,
@@ -96,7 +97,9 @@ def request_line(r: RequestRecord, start_ns: int) -> dict[str, Any]:
         "first_token_s": _rel(r.first_ns, start_ns),
         "last_token_s": _rel(r.last_ns, start_ns),
         "done_s": _rel(r.done_ns, start_ns),
+        "due_s": _rel(r.due_ns, start_ns),
         "schedule_lag_s": r.schedule_lag_ns / NS,
+        "slot_wait_s": r.slot_wait_ns / NS,
         "ttft_s": ttft_s(r),
         "tpot_s": tpot_s(r),
         "e2e_s": e2e_s(r),

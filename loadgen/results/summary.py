@@ -74,11 +74,14 @@ def record_from_line(line: dict[str, Any]) -> RequestRecord:
     token_ns = [] if first_ns is None else [first_ns]
     for gap in line.get("itl_s") or ():
         token_ns.append(token_ns[-1] + round(gap * NS))
+    due_ns = sent_ns - round(line["schedule_lag_s"] * NS)  # lateness is counted from the due time
+    slot_wait_ns = round((line.get("slot_wait_s") or 0.0) * NS)
     return RequestRecord(
         index=line["index"],
         x_request_id=line["x_request_id"],
         warmup=line["warmup"],
-        scheduled_ns=sent_ns - round(line["schedule_lag_s"] * NS),
+        scheduled_ns=due_ns - slot_wait_ns,
+        slot_free_ns=due_ns if slot_wait_ns > 0 else 0,
         input_len=line["input_len"],
         output_len=line["output_len"],
         sent_ns=sent_ns,

@@ -20,17 +20,14 @@ from loadgen.records import RunResult
 from loadgen.results.rundir import probe_writable
 from loadgen.run import evloop
 from loadgen.run.measure import route_signals
+from loadgen.run.reach import preflight
 from loadgen.run.steps import OnResult, RunContext, run_steps
-from loadgen.targets import Target, get_target
+from loadgen.targets import get_target
 from loadgen.transport.dispatch import connector_limit
 from loadgen.transport.rawhttp import RawClient
 from loadgen.transport.stamping import StampingConnector
 from loadgen.workload.generator import build_workload
 from loadgen.workload.schedule import build_schedule
-
-
-class TargetUnreachable(ConfigError):
-    """The target does not answer before the run (one line with the cause and a hint)."""
 
 
 @contextlib.contextmanager
@@ -47,27 +44,6 @@ def embedded_engine(config: RunConfig) -> Iterator[str | None]:
         yield str(engine.base_url)
     finally:
         engine.stop()
-
-
-async def preflight(
-    session: aiohttp.ClientSession, target: Target, base_url: str, api_key: str | None
-) -> None:
-    """Fail before the run when the target cannot be reached or refuses our key."""
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    url = f"{base_url}/v1/models"
-    try:
-        async with session.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=10)) as resp:
-            if resp.status in (401, 403):
-                raise TargetUnreachable(
-                    f"{base_url} refused the request (HTTP {resp.status}): check --api-key"
-                )
-    except aiohttp.ClientConnectorError as exc:
-        cause = (
-            "connection refused" if isinstance(exc.os_error, ConnectionRefusedError) else str(exc.os_error)
-        )
-        raise TargetUnreachable(f"cannot reach {base_url} ({cause}): {target.hint}") from None
-    except (TimeoutError, aiohttp.ClientError) as exc:
-        raise TargetUnreachable(f"cannot reach {base_url} ({type(exc).__name__}): {target.hint}") from None
 
 
 async def run_benchmark(
