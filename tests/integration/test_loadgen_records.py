@@ -187,6 +187,7 @@ async def test_item2_a_rebuilt_summary_has_the_figures_the_run_wrote(tmp_path: P
             num_prompts=40,
             warmup=3,
             rate=100.0,
+            max_concurrency=2,  # requests wait for a slot: the slot wait is rebuilt too
             max_error_rate=1.0,
             slo={"ttft_s": 0.5},
         )
@@ -197,8 +198,18 @@ async def test_item2_a_rebuilt_summary_has_the_figures_the_run_wrote(tmp_path: P
     write_json(result.result_dir / "manifest.json", {**manifest, "status": "running"})
     rebuilt = load_run(tmp_path, result.run_id).summary
     assert rebuilt["crashed"] is True
+    assert result.summary["slot_wait_s"]["max"] > 0
     same = ("requests", "error_rate", "duration_s", "total_output_tokens", "goodput", "achieved_rate")
-    for key in (*same, "ttft_s", "tpot_s", "itl_s", "e2e_s", "schedule_lag_s", "output_token_throughput"):
+    for key in (
+        *same,
+        "ttft_s",
+        "tpot_s",
+        "itl_s",
+        "e2e_s",
+        "schedule_lag_s",
+        "slot_wait_s",
+        "output_token_throughput",
+    ):
         assert rebuilt[key] == result.summary[key], key  # exact: the ns are rebuilt exactly
 
 
