@@ -11,12 +11,12 @@ from typing import Any
 
 from aiohttp import web
 
-from simengine.app import STATE, AppState
 from simengine.groundtruth import SendStamps
 from simengine.personalities.base import Personality, json_response
 from simengine.request import RequestGroup, Sequence
 from simengine.sinks import CollectSink, StreamSink, output_text
 from simengine.sse import ChunkWriter
+from simengine.state import STATE, AppState
 from simengine.tokens import chat_to_text, prompt_to_ids, tokenize_text
 
 perf_ns = time.perf_counter_ns

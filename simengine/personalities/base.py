@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
 
+from simengine.request import RequestGroup
 from simengine.sse import ChunkStyle
-
-if TYPE_CHECKING:
-    from simengine.app import AppState
-    from simengine.request import RequestGroup
+from simengine.state import AppState
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from simengine.personalities.base import (
 from simengine.personalities.vllm_metrics import VllmMetrics, uses_source_layout
 from simengine.request import RequestGroup
 from simengine.sse import VLLM_CHAT, VLLM_COMPLETION
+from simengine.state import AppState
 
 METRICS_CONTENT_TYPE = "text/plain; version=1.0.0; charset=utf-8"
 
@@ -121,7 +122,7 @@ class VllmPersonality(Personality):
             cfg.served_model_name, cfg.max_model_len, info, source=uses_source_layout(cfg.engine_version)
         )
 
-    def __init__(self, state: Any) -> None:
+    def __init__(self, state: AppState) -> None:
         super().__init__(state)
         digest = hashlib.sha256(repr(sorted(state.cfg.effective_args().items())).encode()).hexdigest()[:8]
         self._fingerprint = f"vllm-{state.cfg.engine_version}-{digest}"
