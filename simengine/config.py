@@ -8,6 +8,7 @@ Flags the simulator does not model are accepted and kept in `SimConfig.extra_arg
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +17,7 @@ from simengine.gpu import DTYPE_BYTES, GPU_PROFILES, INTERCONNECTS, default_kv_c
 PERSONALITIES = ("vllm", "sglang")
 DEFAULT_PORTS = {"vllm": 8000, "sglang": 30000}
 DEFAULT_MODEL = "sim-llama-8b"
+DEV_MODE_ENV = "VLLM_SERVER_DEV_MODE"  # vLLM serves /server_info, /reset_prefix_cache only when set to 1
 
 
 class ConfigError(ValueError):
@@ -57,6 +59,7 @@ class SimConfig:
     fault_malformed_rate: float = 0.0
     api_key: str | None = field(default=None, repr=False)
     engine_version: str = ""
+    dev_mode: bool = False  # vLLM's VLLM_SERVER_DEV_MODE=1: the dev-only endpoints answer
     extra_args: dict[str, Any] = field(default_factory=dict)
 
     def effective_args(self) -> dict[str, Any]:
@@ -125,6 +128,7 @@ def _build_parser() -> _Parser:
         _flag(p, [f"--fault-{name}"], "fault_" + name.replace("-", "_"), type=float)
     _flag(p, ["--api-key"], "api_key")
     _flag(p, ["--engine-version"], "engine_version")
+    _bool(p, ["--dev-mode"], ["--no-dev-mode"], "dev_mode")
     return p
 
 
@@ -163,14 +167,30 @@ def _collect_unknown(unknown: list[str]) -> dict[str, Any]:
     return extra
 
 
-def parse_args(argv: list[str]) -> SimConfig:
+def dev_mode_from_env(environ: Mapping[str, str]) -> bool | None:
+    """`VLLM_SERVER_DEV_MODE` read as vLLM does (`bool(int(value))`); None when it is not set."""
+    value = environ.get(DEV_MODE_ENV)
+    if value is None:
+        return None
+    try:
+        return bool(int(value))
+    except ValueError:
+        raise ConfigError(f"invalid {DEV_MODE_ENV} {value!r}; must be an integer (1 = dev mode)") from None
+
+
+def parse_args(argv: list[str], environ: Mapping[str, str] | None = None) -> SimConfig:
     """Parse a launch line (vLLM or SGLang spellings) into a validated `SimConfig`.
 
-    Raises `ConfigError` with a one-line message naming the bad value and the valid choices.
+    `environ` is the engine's environment as the CLI read it (only `VLLM_SERVER_DEV_MODE` is used;
+    `--dev-mode` / `--no-dev-mode` win over it). Raises `ConfigError` with a one-line message naming
+    the bad value and the valid choices.
     """
     rest, positional_model = _split_positional(argv)
     ns, unknown = FLAG_PARSER.parse_known_args(rest)
     given = {k: v for k, v in vars(ns).items() if v is not None}
+    env_dev_mode = dev_mode_from_env(environ or {})
+    if env_dev_mode is not None:
+        given.setdefault("dev_mode", env_dev_mode)
     if positional_model and "model" not in given:
         given["model"] = positional_model
     personality = given.get("personality", "vllm")

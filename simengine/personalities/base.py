@@ -62,6 +62,11 @@ def usage_body(group: RequestGroup, **extra: Any) -> dict[str, Any]:
     }
 
 
+async def not_found(request: web.Request) -> web.Response:
+    """FastAPI's 404 for a route the server does not have (vLLM and SGLang are FastAPI apps)."""
+    return json_response({"detail": "Not Found"}, status=404)
+
+
 async def empty_ok(request: web.Request) -> web.Response:
     """200 with an empty body (health probes)."""
     return web.Response(status=200)

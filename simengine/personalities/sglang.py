@@ -20,6 +20,7 @@ from simengine.personalities.base import (
     empty_ok,
     json_response,
     metrics_response,
+    not_found,
     usage_body,
 )
 from simengine.personalities.sglang_metrics import SglangMetrics, uses_source_layout
@@ -215,5 +216,5 @@ class SglangPersonality(Personality):
         r.add_get("/get_load", static(self.load_body))
         r.add_get("/flush_cache", self._flush_cache)
         r.add_post("/flush_cache", self._flush_cache)
-        r.add_get("/version", static(lambda: {"detail": "Not Found"}, 404))
+        r.add_get("/version", not_found)  # SGLang 0.5.14 has no /version
         r.add_get("/metrics", self._metrics)

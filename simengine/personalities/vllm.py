@@ -9,7 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
-from simengine.config import SimConfig
+from simengine.config import DEV_MODE_ENV, SimConfig
 from simengine.personalities.base import (
     LengthCheck,
     Personality,
@@ -17,6 +17,7 @@ from simengine.personalities.base import (
     empty_ok,
     json_response,
     metrics_response,
+    not_found,
     usage_body,
 )
 from simengine.personalities.vllm_metrics import VllmMetrics, uses_source_layout
@@ -96,8 +97,12 @@ def _vllm_config_string(cfg: SimConfig) -> str:
     )
 
 
+DEV_MODE_PATHS = ("/server_info", "/reset_prefix_cache")  # vLLM registers these only in dev mode
+
+
 class VllmPersonality(Personality):
-    """vLLM: /version, /v1/models with max_model_len, /server_info, /reset_prefix_cache, vllm:* metrics."""
+    """vLLM: /version, /v1/models with max_model_len, vllm:* metrics; in dev mode (`VLLM_SERVER_DEV_MODE=1`)
+    also /server_info and /reset_prefix_cache, which otherwise answer FastAPI's 404 as real vLLM does."""
 
     name = "vllm"
     owned_by = "vllm"
@@ -254,7 +259,7 @@ class VllmPersonality(Personality):
             return json_response(
                 {
                     "vllm_config": _vllm_config_string(state.cfg),
-                    "vllm_env": {},
+                    "vllm_env": {DEV_MODE_ENV: True},
                     "system_env": {
                         "vllm_version": state.cfg.engine_version,
                         "simulated": True,
@@ -281,6 +286,10 @@ class VllmPersonality(Personality):
         r.add_get("/version", version)
         r.add_get("/v1/models", models)
         r.add_get("/load", load)
-        r.add_get("/server_info", server_info)
-        r.add_post("/reset_prefix_cache", reset_prefix_cache)
         r.add_get("/metrics", metrics)
+        if state.cfg.dev_mode:
+            r.add_get("/server_info", server_info)
+            r.add_post("/reset_prefix_cache", reset_prefix_cache)
+        else:
+            for path in DEV_MODE_PATHS:
+                r.add_route("*", path, not_found)

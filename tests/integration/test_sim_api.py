@@ -222,14 +222,17 @@ async def test_invalid_json_is_400(personality_client: Any) -> None:
 
 
 async def test_api_key_is_enforced_when_set() -> None:
-    client = await _client("--api-key", "sk-test")
+    client = await _client("--api-key", "sk-test", "--dev-mode")
     try:
         body = {"prompt": "x", "max_tokens": 1}
         assert (await client.post("/v1/completions", json=body)).status == 401
         ok = await client.post("/v1/completions", json=body, headers={"Authorization": "Bearer sk-test"})
         assert ok.status == 200
-        info = await (await client.get("/server_info")).text()
-        assert "sk-test" not in info
+        resp = await client.get("/server_info")
+        assert resp.status == 200
+        info = await resp.json()
+        assert info["server_args"]["api_key"] == "<redacted>"
+        assert "sk-test" not in json.dumps(info)
     finally:
         await client.close()
 

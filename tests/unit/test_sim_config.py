@@ -148,3 +148,28 @@ def test_boolean_flags_take_an_optional_value_like_older_vllm() -> None:
     )
     with pytest.raises(ConfigError, match="'maybe'"):
         parse_args(["--enable-chunked-prefill=maybe"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "dev_mode"),
+    [
+        ([], {}, False),  # real vLLM's default: no dev-only endpoints
+        ([], {"VLLM_SERVER_DEV_MODE": "1"}, True),
+        ([], {"VLLM_SERVER_DEV_MODE": "0"}, False),
+        (["--dev-mode"], {}, True),
+        (["--no-dev-mode"], {"VLLM_SERVER_DEV_MODE": "1"}, False),  # the flag wins over the environment
+    ],
+)
+def test_dev_mode_comes_from_the_environment_or_the_flag(
+    argv: list[str], env: dict[str, str], dev_mode: bool
+) -> None:
+    assert parse_args(argv, env).dev_mode is dev_mode
+
+
+def test_bad_dev_mode_environment_value_is_exit_2(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VLLM_SERVER_DEV_MODE", "yes")  # real vLLM fails on it too (bool(int(...)))
+    assert sim_main([]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "simengine: error: invalid VLLM_SERVER_DEV_MODE 'yes'; must be an integer (1 = dev mode)"
