@@ -5,9 +5,11 @@ from __future__ import annotations
 import shlex
 
 import pytest
+from click.testing import CliRunner
 
+from loadgen.cli.main import cli as loadgen_cli
 from simengine.cli import main as sim_main
-from simengine.config import ConfigError, parse_args
+from simengine.config import FLAG_PARSER, POSITIVE, RANGES, ConfigError, parse_args
 from tests.conftest import GOLDEN_SGLANG, GOLDEN_VLLM
 
 
@@ -173,3 +175,51 @@ def test_bad_dev_mode_environment_value_is_exit_2(
     assert sim_main([]) == 2
     err = capsys.readouterr().err.strip()
     assert err == "simengine: error: invalid VLLM_SERVER_DEV_MODE 'yes'; must be an integer (1 = dev mode)"
+
+
+RATES = ["--fault-error-rate", "--fault-stall-rate", "--fault-disconnect-rate", "--fault-malformed-rate"]
+DURATIONS = ["--fault-stall-ms", "--step-overhead-ms"]
+BAD_VALUES = (
+    [(flag, value) for flag in RATES for value in ("nan", "-0.1", "1.5", "inf")]
+    + [(flag, value) for flag in DURATIONS for value in ("-1", "nan", "inf")]
+    + [(flag, value) for flag in POSITIVE for value in ("0", "-1", "nan", "inf")]
+)
+
+
+@pytest.mark.parametrize(("flag", "value"), BAD_VALUES)
+def test_bad_rates_durations_and_factors_exit_2_naming_flag_and_value(
+    flag: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert sim_main([flag, value]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"simengine: error: invalid {flag} {float(value)!r}; must be a finite number ")
+    assert "\n" not in err
+
+
+def test_every_float_flag_has_a_range() -> None:
+    floats = {a.dest for a in FLAG_PARSER._actions if a.type is float}
+    assert floats  # the parser really was read
+    assert floats <= {name for name, _, _ in RANGES.values()} | set(POSITIVE.values())
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [("--fault-malformed-rate", "nan"), ("--fault-stall-ms", "-5"), ("--speed-factor", "0")],
+)
+def test_loadgen_run_rejects_a_bad_sim_flag_before_anything_runs(flag: str, value: str, tmp_path) -> None:
+    results = tmp_path / "results"
+    result = CliRunner().invoke(
+        loadgen_cli, ["run", "--target", "sim", f"--sim-{flag[2:]}", value, "--results-dir", str(results)]
+    )
+    assert result.exit_code == 2
+    assert result.output.strip() == (
+        f"Error: invalid --sim-{flag[2:]} {float(value)!r}; must be a finite number "
+        + (
+            "> 0.0"
+            if flag == "--speed-factor"
+            else ">= 0.0"
+            if flag.endswith("-ms")
+            else "between 0.0 and 1.0"
+        )
+    )
+    assert not results.exists()  # nothing half-written
