@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from exporter.redact import REDACTED, redact_mapping  # -> infergauge.redact, the one policy, once on main
 from simengine.gpu import DTYPE_BYTES, GPU_PROFILES, INTERCONNECTS, default_kv_cache_tokens
 
 PERSONALITIES = ("vllm", "sglang")
@@ -59,15 +60,16 @@ class SimConfig:
     fault_stall_rate: float = 1.0  # share of streams that stall when --fault-stall-ms > 0
     fault_disconnect_rate: float = 0.0
     fault_malformed_rate: float = 0.0
-    api_key: str | None = field(default=None, repr=False)
+    api_key: tuple[str, ...] | None = field(default=None, repr=False)  # vLLM: any one of these keys
     engine_version: str = ""
     dev_mode: bool = False  # vLLM's VLLM_SERVER_DEV_MODE=1: the dev-only endpoints answer
     extra_args: dict[str, Any] = field(default_factory=dict)
 
     def effective_args(self) -> dict[str, Any]:
-        """The configuration as a plain dict, secrets redacted (safe for logs and manifests)."""
+        """The configuration as a plain dict, secrets redacted (safe for logs, manifests, server info)."""
         out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "api_key"}
-        out["api_key"] = None if self.api_key is None else "<redacted>"
+        out["api_key"] = None if self.api_key is None else REDACTED
+        out["extra_args"] = redact_mapping(self.extra_args)  # unknown flags: `--hf-token=...` too
         return out
 
 
@@ -129,7 +131,7 @@ def _build_parser() -> _Parser:
     _bool(p, ["--ground-truth-tokens"], ["--no-ground-truth-tokens"], "ground_truth_tokens")
     for name in ("error-rate", "stall-ms", "stall-rate", "disconnect-rate", "malformed-rate"):
         _flag(p, [f"--fault-{name}"], "fault_" + name.replace("-", "_"), type=float)
-    _flag(p, ["--api-key"], "api_key")
+    _flag(p, ["--api-key"], "api_key", nargs="+")  # vLLM takes several; a second is not an error
     _flag(p, ["--version", "--engine-version"], "engine_version")
     _bool(p, ["--dev-mode"], ["--no-dev-mode"], "dev_mode")
     return p
@@ -194,6 +196,8 @@ def parse_args(argv: list[str], environ: Mapping[str, str] | None = None) -> Sim
     env_dev_mode = dev_mode_from_env(environ or {})
     if env_dev_mode is not None:
         given.setdefault("dev_mode", env_dev_mode)
+    if "api_key" in given:
+        given["api_key"] = tuple(given["api_key"])
     if positional_model and "model" not in given:
         given["model"] = positional_model
     personality = given.get("personality", "vllm")

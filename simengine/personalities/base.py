@@ -8,6 +8,7 @@ from typing import Any
 
 from aiohttp import web
 
+from simengine.config import SimConfig
 from simengine.request import RequestGroup
 from simengine.sse import ChunkStyle
 from simengine.state import AppState
@@ -60,6 +61,12 @@ def usage_body(group: RequestGroup, **extra: Any) -> dict[str, Any]:
         "prompt_tokens_details": None,
         **extra,
     }
+
+
+def simulator_facts(cfg: SimConfig) -> dict[str, Any]:
+    """The simulator's own part of every server-info body: the flags it accepted but does not model,
+    secrets redacted (the one place server info shows launch flags that are not the engine's own)."""
+    return {"engine": "simengine", "simulated": True, "unrecognized_args": cfg.effective_args()["extra_args"]}
 
 
 async def not_found(request: web.Request) -> web.Response:

@@ -18,6 +18,7 @@ from simengine.personalities.base import (
     json_response,
     metrics_response,
     not_found,
+    simulator_facts,
     usage_body,
 )
 from simengine.personalities.vllm_metrics import VllmMetrics, uses_source_layout
@@ -80,7 +81,7 @@ def vllm_server_args(cfg: SimConfig) -> dict[str, Any]:
         "quantization": None,
         "seed": cfg.seed,
         "num_gpu_blocks_override": None,
-        "api_key": None if cfg.api_key is None else "<redacted>",
+        "api_key": cfg.effective_args()["api_key"],
     }
 
 
@@ -266,9 +267,7 @@ class VllmPersonality(Personality):
                         "gpu": state.cfg.gpu,
                     },
                     "server_args": vllm_server_args(state.cfg),
-                    "engine": "simengine",
-                    "simulated": True,
-                    "unrecognized_args": state.cfg.extra_args,
+                    **simulator_facts(state.cfg),
                 }
             )
 
