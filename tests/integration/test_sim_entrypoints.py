@@ -10,10 +10,12 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from loadgen.cli.main import cli as loadgen_cli
 from loadgen.cli.sim import sim
 from simengine.embedded import EmbeddedEngine
 
@@ -90,6 +92,20 @@ def test_embedded_engine_is_in_dev_mode_unless_told_not() -> None:
         assert _status(dev.base_url + "/server_info") == 200  # loadgen reads its launch flags here
         assert plain.config.dev_mode is False
         assert _status(plain.base_url + "/server_info") == 404
+
+
+@pytest.mark.parametrize(("sim_flags", "dev_mode"), [((), True), (("--sim-no-dev-mode",), False)])
+def test_loadgen_target_sim_reads_server_info_only_in_dev_mode(
+    tmp_path: Path, sim_flags: tuple[str, ...], dev_mode: bool
+) -> None:
+    args = ["run", "--target", "sim", "--num-prompts", "2", "--profile", "short", "--metrics-port", "0"]
+    args += ["--linger", "0", "--quiet", "--json", "--results-dir", str(tmp_path), "--sim-time-scale", "20"]
+    result = CliRunner().invoke(loadgen_cli, [*args, "--sim-max-num-seqs", "8", *sim_flags])
+    assert result.exit_code == 0, result.output
+    run_id = json.loads(result.stdout)["run_id"]
+    engine = json.loads((tmp_path / run_id / "manifest.json").read_text())["engine"]
+    assert ("/server_info" in engine["sources"]) is dev_mode
+    assert (engine["server_args"].get("server_args", {}).get("max_num_seqs") == 8) is dev_mode
 
 
 @pytest.mark.parametrize(("env_value", "status"), [("1", 200), ("0", 404), (None, 404)])
