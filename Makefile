@@ -23,14 +23,14 @@ demo: $(STAMP)
 ## test: lint, type-check, then the whole test suite
 test: lint typecheck pytest
 
-LINTED := loadgen simengine exporter bench tests grafana
+LINTED := infergauge loadgen simengine exporter bench tests grafana
 
 lint: $(STAMP)
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/ruff format --check $(LINTED)
 
 typecheck: $(STAMP)
-	$(BIN)/mypy loadgen simengine exporter grafana/dashgen
+	$(BIN)/mypy infergauge loadgen simengine exporter grafana/dashgen
 
 pytest: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup $(PYTEST_ARGS)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from prometheus_client.core import Metric
 
-from exporter.engine_params import NEUTRAL_PARAMS
 from exporter.engines import EngineInspector
 from exporter.families import Families
+from infergauge.engines.base import NEUTRAL_PARAMS
 
 
 def _label(value: object) -> str:

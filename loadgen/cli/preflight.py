@@ -19,7 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 import click
 from rich.console import Console
 
-from exporter.redact import redact_url
+from infergauge.redact import redact_url
 from loadgen.cli.preflight_view import has_error, render
 
 

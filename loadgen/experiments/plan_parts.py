@@ -6,7 +6,8 @@ import math
 import shlex
 from typing import Any
 
-from exporter.engine_params import NEUTRAL_PARAMS, VLLM_FLAGS, detect_engine
+from infergauge.engines import detect_cmdline
+from infergauge.engines.base import NEUTRAL_KINDS, NEUTRAL_PARAMS
 from loadgen.config import TARGET_NAMES, ConfigError, normalise_keys
 from loadgen.experiments.plancheck import Checker
 from loadgen.experiments.plantypes import (
@@ -45,7 +46,8 @@ def command_argv(node: Node, check: Checker) -> tuple[str, ...]:
 
 
 def _family(argv: tuple[str, ...]) -> str | None:
-    return detect_engine(list(argv))[0]
+    spec = detect_cmdline(list(argv))[0]
+    return spec.name if spec else None
 
 
 def _default_target(name: str, argv: tuple[str, ...], family: str | None) -> str | None:
@@ -61,7 +63,7 @@ def _default_target(name: str, argv: tuple[str, ...], family: str | None) -> str
 
 def _param_ok(key: str, value: Any) -> bool:
     """Whether a neutral parameter's value has the type the engines' flag takes."""
-    kind = VLLM_FLAGS[key].kind
+    kind = NEUTRAL_KINDS[key]
     if kind is bool:
         return isinstance(value, bool)
     if kind is int:
@@ -75,7 +77,7 @@ def check_param(check: Checker, key: str, node: Node) -> None:
     """Report a parameter value of the wrong type, naming the expected one."""
     if not _param_ok(key, node.value):
         names = {bool: "true or false", int: "an integer", float: "a number"}
-        kind = names.get(VLLM_FLAGS[key].kind, "a string")
+        kind = names.get(NEUTRAL_KINDS[key], "a string")
         check.bad(node, f"invalid {key} {node.value!r}: must be {kind}")
 
 

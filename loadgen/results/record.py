@@ -9,8 +9,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from loadgen.records import RequestRecord
 from loadgen.config import RunConfig
+from loadgen.records import RequestRecord
 from loadgen.results.manifest import client_info, engine_section, tool_info
 from loadgen.results.rundir import append_runs_csv, csv_row, write_json, write_jsonl
 from loadgen.stats import NS, e2e_s, itls_s, summarize, tpot_s, ttft_s
@@ -104,7 +104,9 @@ def build_manifest(
         "client": client_info(),
         "config": config.to_manifest(),
         "workload": wl,
-        "engine": engine_section(facts.meta, facts.base_url),
+        "engine": engine_section(
+            facts.meta, facts.base_url, facts.exporter, config.extra_manifest.get("engine", {}).get("launch_args")
+        ),
         "exporter": facts.exporter,
         "exporter_source": facts.exporter_source,
         "cache": {"flushed": None, "method": None, "detail": None},

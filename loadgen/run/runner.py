@@ -153,7 +153,7 @@ async def _run(
     progress: bool,
     raw: RawClient | None = None,
 ) -> RunResult:
-    from loadgen.results.manifest import fetch_exporter_manifest
+    from loadgen.results.exporter_client import attach_exporter
 
     meta_session, session = sessions
     meta = await target.fetch_metadata(meta_session, base_url)
@@ -161,7 +161,7 @@ async def _run(
     if not model:
         raise ConfigError(f"{base_url}/v1/models lists no model: pass --model")
     async with aiohttp.ClientSession() as plain:  # never send the engine's API key to the exporter
-        exporter = await fetch_exporter_manifest(plain, config.exporter_url)
+        exporter = await attach_exporter(plain, config.exporter_url, base_url)
     run = Run(config, run_id, progress)
     run.metrics = _start_metrics(config, run_id, model, meta, base_url)
     signals = install_signals(run)
