@@ -21,10 +21,10 @@ EXPORTER_DEFAULT = "http://127.0.0.1:9402"
 
 
 async def fetch_exporter_manifest(
-    session: aiohttp.ClientSession, url: str | None, timeout_s: float = 1.0
+    session: aiohttp.ClientSession, url: str | None, timeout_s: float = 1.0, default: str = EXPORTER_DEFAULT
 ) -> tuple[dict[str, Any] | None, str]:
-    """(the exporter's /manifest or None, where it came from or why not); default port when no URL."""
-    base = (url or EXPORTER_DEFAULT).rstrip("/")
+    """(the exporter's /manifest or None, where it came from or why not); `default` when no URL."""
+    base = (url or default).rstrip("/")
     target = base if base.endswith("/manifest") else f"{base}/manifest"
     shown = redact_url(target)
     try:
@@ -65,11 +65,11 @@ def match_engine(exporter_engines: list[dict[str, Any]], base_url: str) -> dict[
 
 
 async def attach_exporter(
-    session: aiohttp.ClientSession, exporter_url: str | None, base_url: str
+    session: aiohttp.ClientSession, exporter_url: str | None, base_url: str, default: str = EXPORTER_DEFAULT
 ) -> tuple[dict[str, Any] | None, str]:
     """(manifest to record, source) when the exporter watches `base_url` or was named by the user;
-    (None, why not) otherwise."""
-    manifest, source = await fetch_exporter_manifest(session, exporter_url)
+    (None, why not) otherwise; the exporter at `default` is tried when none is named."""
+    manifest, source = await fetch_exporter_manifest(session, exporter_url, default=default)
     if manifest is None or exporter_url:
         return manifest, source
     watched = manifest.get("engines") or []
