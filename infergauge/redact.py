@@ -58,13 +58,15 @@ def redact_argv(argv: Sequence[str]) -> list[str]:
     return out
 
 
+def _hides(value: Any) -> bool:
+    """A value worth hiding: not empty, and not a flag that only says whether a secret is set."""
+    return value not in (None, "") and not isinstance(value, bool)
+
+
 def redact(obj: Any) -> Any:
     """A copy of any JSON-like value with secret-named values replaced and URLs scrubbed, at any depth."""
     if isinstance(obj, Mapping):
-        return {
-            k: REDACTED if is_secret_name(str(k)) and obj[k] not in (None, "", False) else redact(obj[k])
-            for k in obj
-        }
+        return {k: REDACTED if is_secret_name(str(k)) and _hides(obj[k]) else redact(obj[k]) for k in obj}
     if isinstance(obj, list | tuple):
         return [redact(v) for v in obj]
     if isinstance(obj, str):

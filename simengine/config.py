@@ -11,6 +11,7 @@ import argparse
 from dataclasses import dataclass, field
 from typing import Any
 
+from infergauge.redact import redact_mapping
 from simengine.gpu import DTYPE_BYTES, GPU_PROFILES, INTERCONNECTS, default_kv_cache_tokens
 
 PERSONALITIES = ("vllm", "sglang")
@@ -181,7 +182,7 @@ def parse_args(argv: list[str]) -> SimConfig:
     model = given.get("model", DEFAULT_MODEL)
     served = given.pop("served_model_name", None)
     given["served_model_name"] = served[0] if served else model
-    given["extra_args"] = _collect_unknown(unknown)
+    given["extra_args"] = redact_mapping(_collect_unknown(unknown))  # echoed in its server info
     if given.get("max_num_batched_tokens") == -1:  # SGLang: --chunked-prefill-size -1 disables chunking
         given["enable_chunked_prefill"] = False
         given["max_num_batched_tokens"] = max(16384, given.get("max_model_len", 8192))

@@ -156,13 +156,29 @@ class ParamDifference:
     b: Any
 
 
+def _undecided(value: Any) -> bool:
+    return isinstance(value, str) and value.lower() == AUTO
+
+
 def compare_params(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[ParamDifference]:
-    """Neutral parameters whose values differ (neutral vocabulary order, then any others)."""
+    """Neutral parameters whose values differ (neutral vocabulary order, then any others); a value
+    one side left to the engine ('auto', not resolved) is no difference (see `undecided`)."""
     keys = [k for k in NEUTRAL_PARAMS if k in a or k in b]
     keys += sorted((set(a) | set(b)) - set(NEUTRAL_PARAMS))
-    return [ParamDifference(k, a.get(k), b.get(k)) for k in keys if a.get(k) != b.get(k)]
+    return [
+        ParamDifference(k, a.get(k), b.get(k))
+        for k in keys
+        if a.get(k) != b.get(k) and not (_undecided(a.get(k)) or _undecided(b.get(k)))
+    ]
 
 
 def undecided(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
-    """Parameters either side leaves to the engine ('auto' from a launch line without the flag)."""
-    return [k for k in DECIDED_DIFFERENTLY if a.get(k) == AUTO or b.get(k) == AUTO]
+    """Parameters either side leaves to the engine ('auto'), where that may hide a difference: the
+    values differ, or each engine decides 'auto' by its own rule (DECIDED_DIFFERENTLY)."""
+    keys = [k for k in NEUTRAL_PARAMS if k in a or k in b]
+    return [
+        k
+        for k in keys
+        if (_undecided(a.get(k)) or _undecided(b.get(k)))
+        and (a.get(k) != b.get(k) or k in DECIDED_DIFFERENTLY)
+    ]

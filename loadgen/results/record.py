@@ -9,6 +9,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from infergauge.redact import redact
 from loadgen.config import RunConfig
 from loadgen.records import RequestRecord
 from loadgen.results.manifest import client_info, engine_section, tool_info
@@ -102,7 +103,7 @@ def build_manifest(
         "ended_at": _iso(ended),
         "tool": tool_info(),
         "client": client_info(),
-        "config": config.to_manifest(),
+        "config": redact(config.to_manifest()),  # e.g. user:password@ in --exporter-url
         "workload": wl,
         "engine": engine_section(
             facts.meta, facts.base_url, facts.exporter, config.extra_manifest.get("engine", {}).get("launch_args")
