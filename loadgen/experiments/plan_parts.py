@@ -20,6 +20,7 @@ from loadgen.experiments.plantypes import (
     PhaseSpec,
 )
 from loadgen.experiments.yamlnodes import Node
+from loadgen.targets import preset_for
 
 WORKLOAD_FIELDS = (
     "workload",
@@ -51,13 +52,8 @@ def _family(argv: tuple[str, ...]) -> str | None:
 
 
 def _default_target(name: str, argv: tuple[str, ...], family: str | None) -> str | None:
-    if family in ("vllm", "sglang"):
-        return family
-    if family == "simengine":
-        for flag in ("--personality",):
-            if flag in argv and argv.index(flag) + 1 < len(argv):
-                return argv[argv.index(flag) + 1]
-        return "vllm"
+    if family is not None:
+        return preset_for(family, argv)
     return name if name in PLAN_TARGETS else None
 
 

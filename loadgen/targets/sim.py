@@ -15,6 +15,8 @@ from infergauge import engines
 from loadgen.targets.base import EngineMetadata, FlushResult
 from loadgen.targets.preset import EnginePreset, fetch_bodies, flush_with, metadata_from_bodies
 
+DEFAULT_PERSONALITY = "vllm"  # simengine's own default (`--personality`)
+
 
 class SimTarget(EnginePreset):
     """simengine (in-process); `base_url` comes from the embedded server once it has started."""
