@@ -43,7 +43,7 @@ class ManifestBuilder:
                 if self.sampler is not None:
                     gpu["xid"] = self.sampler.last_xid(gpu["index"])
         if self.inspector is not None and gpus and self.inspector.gpu_memory_bytes is None:
-            # vLLM's batch defaults depend on the GPU (see exporter.engine_params)
+            # vLLM's batch defaults depend on the GPU (see infergauge/engines/vllm.py)
             self.inspector.gpu_memory_bytes = gpus[0]["memory_total_bytes"]
             self.inspector.gpu_name = gpus[0]["name"]
         engines = [r.as_dict() for r in self.inspector.reports(fresh=True)] if self.inspector else []

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -146,8 +147,11 @@ def validate(config: RunConfig) -> None:
     _choice("arrival", config.arrival, ARRIVALS)
     _choice("profile", config.profile, tuple(PROFILES))
     _choice("http_client", config.http_client, HTTP_CLIENTS)
-    for name in ("rate", "burstiness", "request_timeout_s", "duration_s"):
+    for name in ("rate", "burstiness"):
         _positive(name, getattr(config, name))
+    for name in ("request_timeout_s", "duration_s"):
+        if getattr(config, name) is not None:
+            _finite_positive(name, getattr(config, name), getattr(config, name))
     for name in ("max_concurrency", "num_prompts", "shared_prefix_len", "shared_prefix_groups"):
         _positive(name, getattr(config, name))
     for name in ("warmup", "linger_s", "metrics_port"):
@@ -162,8 +166,8 @@ def validate(config: RunConfig) -> None:
 def _validate_combinations(config: RunConfig) -> None:
     if config.target == "openai" and not config.base_url:
         raise ConfigError("target 'openai' needs --base-url (e.g. http://127.0.0.1:8000)")
-    if config.base_url and not config.base_url.startswith(("http://", "https://")):
-        raise ConfigError(f"invalid base_url {config.base_url!r}: must start with http:// or https://")
+    if config.base_url:
+        _check_base_url(config.base_url)
     if config.resolved_workload == "jsonl" and not config.dataset:
         raise ConfigError("workload 'jsonl' needs --dataset FILE.jsonl")
     if config.resolved_workload == "random" and config.endpoint == "chat":
@@ -182,6 +186,23 @@ def _validate_combinations(config: RunConfig) -> None:
         _choice("slo key", key, tuple(f"{k}_s" for k in SLO_KEYS))
 
 
+def _check_base_url(url: str) -> None:
+    """http(s)://HOST[:PORT] with a port in 1-65535 (a bad port is named, not reported as unreachable)."""
+    if not url.startswith(("http://", "https://")):
+        raise ConfigError(f"invalid base_url {url!r}: must start with http:// or https://")
+    parts = urlsplit(url)
+    if not parts.hostname:
+        raise ConfigError(f"invalid base_url {url!r}: no host")
+    try:
+        port = parts.port
+    except ValueError:
+        raise ConfigError(
+            f"invalid base_url {url!r}: port {parts.netloc.rpartition(':')[2]!r} is not a number in 1-65535"
+        ) from None
+    if port == 0:
+        raise ConfigError(f"invalid base_url {url!r}: port 0 is not a number in 1-65535")
+
+
 def parse_duration(text: str, what: str = "duration") -> float:
     """Seconds from `200ms`, `2s`, `1.5`, `500us`, `1m`; raises ConfigError naming the value."""
     raw = text.strip().lower()
@@ -197,9 +218,16 @@ def parse_duration(text: str, what: str = "duration") -> float:
         raise ConfigError(
             f"invalid {what} {text!r}: expected a number with ms, s or m (e.g. 200ms)"
         ) from None
-    if not math.isfinite(value) or value <= 0:
-        raise ConfigError(f"invalid {what} {text!r}: must be > 0")
+    _finite_positive(what, value, text)
     return value
+
+
+def _finite_positive(what: str, value: float, shown: object) -> None:
+    """A duration is a finite number of seconds > 0; `inf` and `nan` get their own message."""
+    if not math.isfinite(value):
+        raise ConfigError(f"invalid {what} {shown!r}: not a finite time; give e.g. 30s, or leave it out")
+    if value <= 0:
+        raise ConfigError(f"invalid {what} {shown!r}: must be > 0")
 
 
 def parse_slo(text: str | Mapping[str, Any] | None) -> dict[str, float]:
@@ -278,16 +306,39 @@ def normalise_keys(raw: Mapping[str, Any], source: str) -> dict[str, Any]:
 def load_yaml(path: str | Path) -> dict[str, Any]:
     """Read a run.yaml mapping of RunConfig fields."""
     try:
-        data = yaml.safe_load(Path(path).read_text())
+        text = Path(path).read_text()
+        data, lines = yaml.safe_load(text), _key_lines(text)
     except OSError as exc:
         raise ConfigError(f"cannot read config {str(path)!r}: {exc.strerror}") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"invalid YAML in {str(path)!r}: {str(exc).splitlines()[0]}") from None
+        raise ConfigError(yaml_error(str(path), exc)) from None
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"invalid config {str(path)!r}: expected a mapping of options")
-    return normalise_keys(data, str(path))
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        try:
+            out.update(normalise_keys({key: value}, "the config file"))
+        except ConfigError as exc:
+            raise ConfigError(f"{path}:{lines.get(str(key), 1)}: {exc}") from None
+    return out
+
+
+def _key_lines(text: str) -> dict[str, int]:
+    """Top-level key -> its 1-based line in a YAML mapping document."""
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    if not isinstance(root, yaml.MappingNode):
+        return {}
+    return {str(k.value): k.start_mark.line + 1 for k, _ in root.value}
+
+
+def yaml_error(path: str, exc: yaml.YAMLError) -> str:
+    """`run.yaml:3:7: invalid YAML (mapping values are not allowed here)`: where and what, one line."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else path
+    return f"{where}: invalid YAML ({problem})"
 
 
 def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:

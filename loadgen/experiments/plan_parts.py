@@ -9,6 +9,7 @@ from typing import Any
 from infergauge.engines import detect_cmdline
 from infergauge.engines.base import NEUTRAL_KINDS, NEUTRAL_PARAMS
 from loadgen.config import TARGET_NAMES, ConfigError, normalise_keys
+from loadgen.experiments.param_ranges import range_problem
 from loadgen.experiments.plancheck import Checker
 from loadgen.experiments.plantypes import (
     BUILTIN_WORKLOADS,
@@ -70,11 +71,15 @@ def _param_ok(key: str, value: Any) -> bool:
 
 
 def check_param(check: Checker, key: str, node: Node) -> None:
-    """Report a parameter value of the wrong type, naming the expected one."""
+    """Report a parameter value of the wrong type or out of range (param_ranges), naming the valid ones."""
     if not _param_ok(key, node.value):
         names = {bool: "true or false", int: "an integer", float: "a number"}
         kind = names.get(NEUTRAL_KINDS[key], "a string")
         check.bad(node, f"invalid {key} {node.value!r}: must be {kind}")
+    elif isinstance(node.value, int | float) and not isinstance(node.value, bool):
+        problem = range_problem(key, node.value)
+        if problem:
+            check.bad(node, problem)
 
 
 def _params(check: Checker, node: Node | None, where: str) -> dict[str, Any]:

@@ -60,7 +60,9 @@ def facts_from_run(results_dir: str, run_id: str) -> EngineFacts:
     """The engine facts a stored run recorded (raises RunNotFound for an unknown id)."""
     manifest = load_run(results_dir, run_id).manifest
     engine = manifest.get("engine") or {}
-    watched = match_engine((manifest.get("exporter") or {}).get("engines") or [], engine.get("base_url") or "")
+    watched = match_engine(
+        (manifest.get("exporter") or {}).get("engines") or [], engine.get("base_url") or ""
+    )
     params = engine.get("params") or (watched or {}).get("params") or {}
     return EngineFacts(
         run_id,

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import platform
 import socket
-import subprocess
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -15,21 +14,10 @@ from infergauge import engines
 from infergauge.engines.resolve import Resolved, resolve
 from infergauge.redact import redact
 from loadgen import __version__
+from loadgen.provenance import git_sha
 from loadgen.results.exporter_client import match_engine
 from loadgen.run.evloop import loop_name
 from loadgen.targets.base import EngineMetadata
-
-
-def git_sha() -> str | None:
-    """The source tree's commit (None outside a git checkout)."""
-    root = Path(__file__).resolve().parents[1]
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
 
 
 def cpu_model() -> str | None:
@@ -56,8 +44,9 @@ def client_info() -> dict[str, Any]:
 
 
 def tool_info() -> dict[str, Any]:
-    """Name, version and commit of this tool."""
-    return {"name": "infergauge", "version": __version__, "git_sha": git_sha()}
+    """Name, version and commit of this tool (loadgen.provenance: own checkout, else build stamp)."""
+    sha, source = git_sha()
+    return {"name": "infergauge", "version": __version__, "git_sha": sha, "git_sha_source": source}
 
 
 def public_url(url: str) -> str:

@@ -14,8 +14,9 @@ from loadgen.config import RunConfig
 from loadgen.records import RequestRecord
 from loadgen.results.manifest import client_info, engine_section, tool_info
 from loadgen.results.rundir import append_runs_csv, csv_row, write_json, write_jsonl
+from loadgen.results.sent import as_sent
 from loadgen.stats import NS, e2e_s, itls_s, summarize, tpot_s, ttft_s
-from loadgen.targets import EngineMetadata
+from loadgen.targets import EngineMetadata, get_target
 
 
 def _iso(t: datetime) -> str:
@@ -103,10 +104,13 @@ def build_manifest(
         "ended_at": _iso(ended),
         "tool": tool_info(),
         "client": client_info(),
-        "config": redact(config.to_manifest()),  # e.g. user:password@ in --exporter-url
+        "config": redact(as_sent(config.to_manifest(), facts.workload, get_target(config.target))),
         "workload": wl,
         "engine": engine_section(
-            facts.meta, facts.base_url, facts.exporter, config.extra_manifest.get("engine", {}).get("launch_args")
+            facts.meta,
+            facts.base_url,
+            facts.exporter,
+            config.extra_manifest.get("engine", {}).get("launch_args"),
         ),
         "exporter": facts.exporter,
         "exporter_source": facts.exporter_source,

@@ -23,6 +23,7 @@ from loadgen.results.record import ManifestFacts, build_manifest, build_summary,
 from loadgen.run import evloop
 from loadgen.run.live_metrics import LiveMetrics, RunLabels
 from loadgen.run.measure import Run, execute, install_signals, linger, paced_gc
+from loadgen.run.reach import preflight
 from loadgen.targets import EngineMetadata, Target, get_target
 from loadgen.transport.aiohttp_client import finalize
 from loadgen.transport.dispatch import Dispatcher, connector_limit
@@ -30,10 +31,6 @@ from loadgen.transport.rawhttp import RawClient
 from loadgen.transport.stamping import StampingConnector
 from loadgen.workload.generator import build_workload, fingerprint
 from loadgen.workload.schedule import build_schedule
-
-
-class TargetUnreachable(ConfigError):
-    """The target does not answer before the run (one line with the cause and a hint)."""
 
 
 @contextlib.contextmanager
@@ -50,27 +47,6 @@ def embedded_engine(config: RunConfig) -> Iterator[str | None]:
         yield str(engine.base_url)
     finally:
         engine.stop()
-
-
-async def preflight(
-    session: aiohttp.ClientSession, target: Target, base_url: str, api_key: str | None
-) -> None:
-    """Fail before the run when the target cannot be reached or refuses our key."""
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    url = f"{base_url}/v1/models"
-    try:
-        async with session.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=10)) as resp:
-            if resp.status in (401, 403):
-                raise TargetUnreachable(
-                    f"{base_url} refused the request (HTTP {resp.status}): check --api-key"
-                )
-    except aiohttp.ClientConnectorError as exc:
-        cause = (
-            "connection refused" if isinstance(exc.os_error, ConnectionRefusedError) else str(exc.os_error)
-        )
-        raise TargetUnreachable(f"cannot reach {base_url} ({cause}): {target.hint}") from None
-    except (TimeoutError, aiohttp.ClientError) as exc:
-        raise TargetUnreachable(f"cannot reach {base_url} ({type(exc).__name__}): {target.hint}") from None
 
 
 def _labels_info(

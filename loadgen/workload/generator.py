@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loadgen.config import ConfigError, RunConfig
+from loadgen.config import RunConfig
+from loadgen.workload.dataset import read_dataset
 from loadgen.workload.distributions import LengthDist, parse_length
 
 # Token ids drawn for synthetic prompts: above the special tokens, inside the smallest vocabulary we
@@ -126,32 +127,6 @@ class SyntheticWorkload:
         return out
 
 
-# (prompt text or token ids, chat messages, output length) of one dataset line
-JsonlRecord = tuple[str | list[int] | None, list[dict[str, Any]] | None, int | None]
-
-
-def _jsonl_record(raw: dict[str, Any], where: str) -> JsonlRecord:
-    """(prompt, messages, output_len) from a prompt/messages record or a ShareGPT conversation."""
-    out_len = raw.get("output_len", raw.get("max_tokens"))
-    if "conversations" in raw:  # ShareGPT: first human turn is the prompt, first reply sizes the output
-        turns = raw["conversations"]
-        human = next((t["value"] for t in turns if t.get("from") in ("human", "user")), None)
-        reply = next((t["value"] for t in turns if t.get("from") in ("gpt", "assistant")), None)
-        if human is None:
-            raise ConfigError(f"{where}: conversation has no human turn")
-        if out_len is None and reply:
-            out_len = max(1, round(len(reply.split()) * 4 / 3))
-        return str(human), None, out_len
-    if "messages" in raw:
-        return None, list(raw["messages"]), out_len
-    if "prompt" in raw:
-        prompt = raw["prompt"]
-        if isinstance(prompt, list) and all(isinstance(t, int) for t in prompt):
-            return prompt, None, out_len  # token ids: exact input length
-        return str(prompt), None, out_len
-    raise ConfigError(f"{where}: expected a 'prompt', 'messages' or 'conversations' key")
-
-
 class JsonlWorkload:
     """Requests read from a JSONL file in file order (cycled when more are asked for)."""
 
@@ -161,40 +136,32 @@ class JsonlWorkload:
         self.path = Path(config.dataset)
         self.seed = config.seed
         self.output_dist = parse_length(config.lengths[1])
-        self.records = self._load()
-
-    def _load(self) -> list[JsonlRecord]:
-        try:
-            lines = self.path.read_text().splitlines()
-        except OSError as exc:
-            raise ConfigError(f"cannot read dataset {str(self.path)!r}: {exc.strerror}") from None
-        records = []
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            where = f"{self.path}:{number}"
-            try:
-                raw = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ConfigError(f"{where}: invalid JSON ({exc.msg})") from None
-            if not isinstance(raw, dict):
-                raise ConfigError(f"{where}: expected a JSON object per line")
-            records.append(_jsonl_record(raw, where))
-        if not records:
-            raise ConfigError(f"dataset {str(self.path)!r} has no requests")
-        return records
+        self.records = read_dataset(self.path, config.endpoint)  # every line checked before the run
 
     def request(self, index: int) -> RequestSpec:
         """The index-th request: record `index % len(records)`; missing output lengths are drawn."""
-        prompt, messages, out_len = self.records[index % len(self.records)]
+        record = self.records[index % len(self.records)]
+        out_len = record.output_len
         if out_len is None:
             out_len = self.output_dist.sample(random.Random(f"{self.seed}:req:{index}"))
-        if isinstance(prompt, list):
-            return RequestSpec(index, prompt, len(prompt), int(out_len))
-        text = prompt if prompt is not None else " ".join(str(m.get("content", "")) for m in messages or [])
+        if isinstance(record.prompt, list):
+            return RequestSpec(index, record.prompt, len(record.prompt), out_len)
+        texts = [record.system or "", record.prompt or ""]
+        texts += [str(m.get("content", "")) for m in record.messages or []]
         return RequestSpec(
-            index, prompt or "", len(text.split()), int(out_len), messages=messages, input_len_exact=False
+            index,
+            record.prompt or "",
+            len(" ".join(texts).split()),
+            out_len,
+            system=record.system,
+            messages=record.messages,
+            input_len_exact=False,
         )
+
+    @property
+    def draws_output_len(self) -> bool:
+        """Whether some record has no output length of its own (then `--output-len` is drawn)."""
+        return any(record.output_len is None for record in self.records)
 
     def describe(self) -> dict[str, Any]:
         """Workload facts for the manifest."""
@@ -204,7 +171,7 @@ class JsonlWorkload:
             "dataset": str(self.path),
             "dataset_sha256": digest,
             "records": len(self.records),
-            "output_len": str(self.output_dist),
+            "output_len": str(self.output_dist) if self.draws_output_len else None,
             "seed": self.seed,
         }
 

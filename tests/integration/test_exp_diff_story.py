@@ -56,8 +56,12 @@ def test_diff_shows_the_gap_and_names_max_num_seqs_first(runs):
     e2e = _row(out, "E2E p99")
     assert float(e2e[1].split()[0]) < float(e2e[2].split()[0])
     first = next(line for line in out.splitlines() if re.match(r"^1\s", line))
-    assert re.split(r"\s{2,}", first.strip())[1:3] == ["engine.params.max_num_seqs", "16"]
+    assert re.split(r"\s{2,}", first.strip())[1:5] == ["params", "engine.params.max_num_seqs", "16", "4"]
     assert "different workloads" not in out
+    # one max_num_seqs row, not five: the raw spellings (server args, simulator flags) are that row
+    listed = CliRunner().invoke(diff, [a, b, "--results-dir", str(results), "--all"]).stdout
+    mentions = [re.split(r"\s{2,}", line.strip()) for line in listed.splitlines() if "max_num_seqs" in line]
+    assert [cells[:3] for cells in mentions] == [["1", "params", "engine.params.max_num_seqs"]]
 
 
 def test_diff_warns_on_different_workloads_and_rejects_unknown_ids(runs):

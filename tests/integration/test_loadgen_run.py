@@ -17,7 +17,8 @@ import pytest
 
 from loadgen.config import HTTP_CLIENTS, RunConfig
 from loadgen.run.measure import MIN_FOR_BUDGET
-from loadgen.run.runner import TargetUnreachable, run_benchmark
+from loadgen.run.reach import TargetUnreachable
+from loadgen.run.runner import run_benchmark
 from loadgen.stats import percentile
 from tests.loadgen_servers import FakeEngine, free_port, serve
 

@@ -50,7 +50,13 @@ def test_flag_lists_become_keys():
     assert flatten({"config": {"sim_args": ["--x", "1"]}}) == {"config.sim_args.x": "1"}
 
 
-def test_max_num_seqs_is_named_first_and_volatile_keys_ignored():
+def _mentions(diffs, word):
+    """Every row or context detail whose key contains `word`."""
+    keys = [d.key for d in diffs] + [x.key for d in diffs for x in d.details]
+    return [k for k in keys if word in k]
+
+
+def test_max_num_seqs_is_named_first_once_and_volatile_keys_ignored():
     b = _variant(
         run_id="b",
         started_at="t1",
@@ -64,15 +70,24 @@ def test_max_num_seqs_is_named_first_and_volatile_keys_ignored():
     diffs = manifest_differences(MANIFEST, b)
     assert diffs[0].key == "engine.params.max_num_seqs"
     assert (diffs[0].a, diffs[0].b) == (64, 8)
+    # the raw spellings (server args, simulator flags) are the same fact: not rows, not context
+    assert _mentions(diffs, "max_num_seqs") == ["engine.params.max_num_seqs"]
     keys = [d.key for d in diffs]
-    assert keys.index("client.hostname") > keys.index("config.sim_args.max_num_seqs")
-    assert not any(k in keys for k in ("run_id", "started_at", "experiment.phase"))
+    assert keys == ["engine.params.max_num_seqs", "client", "engine"]
+    client = diffs[1]
+    assert [(d.key, d.a, d.b) for d in client.details] == [("client.hostname", "box1", "box2")]
+    assert not _mentions(diffs, "run_id") + _mentions(diffs, "started_at") + _mentions(diffs, "experiment")
 
 
 def test_gpu_and_interconnect_outrank_client_host():
     b = _variant(exporter__topology={"interconnect": "pcie"}, client__hostname="other", tool__git_sha="def")
-    keys = [d.key for d in manifest_differences(MANIFEST, b)]
-    assert keys == ["exporter.topology.interconnect", "client.hostname", "tool.git_sha"]
+    diffs = manifest_differences(MANIFEST, b)
+    assert [(d.key, d.group) for d in diffs] == [
+        ("exporter.topology.interconnect", "gpu"),
+        ("client", "context"),
+        ("tool", "context"),
+    ]
+    assert [d.key for d in diffs[2].details] == ["tool.git_sha"]
 
 
 def test_exporter_checks_line_up_by_id():
@@ -83,7 +98,9 @@ def test_exporter_checks_line_up_by_id():
             {"id": "persistence", "severity": "info", "message": "on"},
         ]
     )
-    keys = {d.key: d.score for d in manifest_differences(a, b)}
+    diffs = manifest_differences(a, b)
+    assert {d.group for d in diffs} == {"checks"}
+    keys = {d.key: d.score for d in diffs}
     assert set(keys) == {"exporter.checks.throttle.severity", "exporter.checks.throttle.message"}
     assert keys["exporter.checks.throttle.message"] == pytest.approx(0.65)
 

@@ -115,3 +115,50 @@ def test_missing_sections_and_run_config_errors():
 def test_shipped_examples_validate(name):
     plan = load_plan(EXAMPLES / name)
     assert expand(plan)
+
+
+@pytest.mark.parametrize(
+    ("patch", "line", "message"),
+    [
+        ("{max_num_seqs: -8}", 6, "invalid max_num_seqs -8: must be >= 1"),
+        ("{tensor_parallel_size: 0}", 6, "invalid tensor_parallel_size 0: must be >= 1"),
+        ("{gpu_memory_utilization: 1.5}", 6, "invalid gpu_memory_utilization 1.5: must be in (0, 1]"),
+        ("{gpu_memory_utilization: 0}", 6, "invalid gpu_memory_utilization 0: must be in (0, 1]"),
+        ("{gpu_memory_utilization: .nan}", 6, "invalid gpu_memory_utilization nan: must be in (0, 1]"),
+        ("{max_model_len: 0}", 6, "invalid max_model_len 0: must be >= 1"),
+        ("{block_size: -16}", 6, "invalid block_size -16: must be >= 1"),
+        ("{max_num_batched_tokens: -1}", 6, "invalid max_num_batched_tokens -1: must be >= 1"),
+        ("{seed: -1}", 6, "invalid seed -1: must be >= 0"),
+    ],
+)
+def test_item15_out_of_range_params_name_the_line(patch, line, message):
+    text = GOOD.replace("{max_num_seqs: 8}", patch)
+    with pytest.raises(PlanError) as info:
+        parse_plan(text, "p.yaml")
+    assert f"p.yaml:{line}: {message}" in info.value.problems, info.value
+
+
+def test_item15_out_of_range_vary_value_names_its_line():
+    with pytest.raises(PlanError) as info:
+        parse_plan(GOOD.replace("[4, 8, 16]", "[4, -8, 16]"), "p.yaml")
+    assert info.value.problems == ["p.yaml:22: invalid max_num_seqs -8: must be >= 1"]
+
+
+def test_item15_edges_of_the_ranges_are_accepted():
+    edges = "{gpu_memory_utilization: 1.0, tensor_parallel_size: 1, seed: 0, max_model_len: 1}"
+    plan = parse_plan(GOOD.replace("{max_num_seqs: 8}", edges), "p.yaml")
+    assert plan.engines["sim"].params["gpu_memory_utilization"] == 1.0
+
+
+def test_item15_experiment_run_rejects_the_plan_before_anything_runs(tmp_path):
+    from click.testing import CliRunner
+
+    from loadgen.cli.main import cli
+
+    plan_file = tmp_path / "bad.yaml"
+    plan_file.write_text(GOOD.replace("{max_num_seqs: 8}", "{max_num_seqs: -8}"))
+    results = tmp_path / "results"
+    result = CliRunner().invoke(cli, ["experiment", "run", str(plan_file), "--results-dir", str(results)])
+    assert result.exit_code == 2
+    assert result.output.strip() == f"Error: {plan_file}:6: invalid max_num_seqs -8: must be >= 1"
+    assert not results.exists()

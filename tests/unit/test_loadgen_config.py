@@ -121,3 +121,42 @@ def test_defaults_follow_the_seed() -> None:
     assert RunConfig(endpoint="chat").resolved_workload == "random-text"
     assert RunConfig(profile="long").lengths == ("fixed:2048", "fixed:512")
     assert RunConfig(duration_s=5.0, rate=2.0).total_requests is None
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ({"duration_s": math.inf, "max_concurrency": 4}, "invalid duration_s inf: not a finite time"),
+        ({"request_timeout_s": math.nan}, "invalid request_timeout_s nan: not a finite time"),
+        ({"base_url": "http://127.0.0.1:99999"}, "port '99999' is not a number in 1-65535"),
+        ({"base_url": "http://127.0.0.1:0"}, "port 0 is not a number in 1-65535"),
+    ],
+)
+def test_item14_non_finite_times_and_bad_ports_are_named(source: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        RunConfig(**source)  # type: ignore[arg-type]
+
+
+def test_item14_yaml_inf_duration_and_env_inf_have_their_own_message(tmp_path: Path) -> None:
+    path = tmp_path / "run.yaml"
+    path.write_text("duration: .inf\nmax_concurrency: 2\n")
+    with pytest.raises(ConfigError, match="invalid duration_s inf: not a finite time"):
+        resolve(load_yaml(path), {}, {})
+    with pytest.raises(ConfigError, match="invalid duration_s 'inf': not a finite time"):
+        env_overrides({"LOADGEN_DURATION": "inf"})
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("seed: 1\nrtae: 5\n", ":2: unknown key 'rtae' in the config file; valid keys: "),
+        ("seed: 1\n\nnum_prompts: many\n", ":3: invalid num_prompts 'many': expected a number"),
+        ("rate: fast\n", ":1: invalid rate 'fast': expected a number of requests/s or 'inf'"),
+    ],
+)
+def test_item14_bad_config_values_name_their_line(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "run.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_yaml(path)
+    assert str(info.value).startswith(f"{path}{message}")

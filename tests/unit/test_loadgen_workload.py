@@ -99,12 +99,12 @@ def test_text_workloads_for_chat() -> None:
     assert not spec.input_len_exact
 
 
-def test_jsonl_prompt_messages_and_sharegpt(tmp_path: Path) -> None:
+def test_jsonl_prompt_token_ids_and_sharegpt(tmp_path: Path) -> None:
     path = tmp_path / "d.jsonl"
     lines = [
         {"prompt": "hello there", "output_len": 5},
         {"prompt": [11, 12, 13], "max_tokens": 2},
-        {"messages": [{"role": "user", "content": "one two three"}]},
+        {"prompt": "no length given"},
         {
             "conversations": [
                 {"from": "human", "value": "why sky blue"},
@@ -117,10 +117,17 @@ def test_jsonl_prompt_messages_and_sharegpt(tmp_path: Path) -> None:
     a, ids, b, c, d = (wl.request(i) for i in range(5))
     assert (ids.prompt, ids.input_len, ids.output_len, ids.input_len_exact) == ([11, 12, 13], 3, 2, True)
     assert (a.prompt, a.output_len) == ("hello there", 5)
-    assert b.messages == [{"role": "user", "content": "one two three"}]
     assert b.output_len == 9
     assert (c.prompt, c.output_len) == ("why sky blue", 8)  # 6 reply words * 4/3
     assert d.prompt == a.prompt  # cycled in file order
+
+
+def test_jsonl_messages_on_chat(tmp_path: Path) -> None:
+    path = tmp_path / "chat.jsonl"
+    path.write_text(json.dumps({"messages": [{"role": "user", "content": "one two three"}]}) + "\n")
+    spec = build_workload(RunConfig(dataset=str(path), endpoint="chat", output_len="fixed:9")).request(0)
+    assert spec.messages == [{"role": "user", "content": "one two three"}]
+    assert (spec.input_len, spec.output_len) == (3, 9)
 
 
 def test_jsonl_errors_name_the_line(tmp_path: Path) -> None:
