@@ -8,6 +8,7 @@ named the exporter with `--exporter-url`. Otherwise the manifest records why non
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 from urllib.parse import urlsplit
@@ -20,22 +21,51 @@ from infergauge.redact import redact_url
 EXPORTER_DEFAULT = "http://127.0.0.1:9402"
 
 
+class ExporterUnreachable(Exception):
+    """The exporter's /manifest could not be read; the message names the URL (credentials removed)."""
+
+
+def manifest_url(url: str) -> str:
+    """`<exporter>/manifest` for an exporter base URL (kept when it already ends so)."""
+    base = url.rstrip("/")
+    return base if base.endswith("/manifest") else f"{base}/manifest"
+
+
+async def get_exporter_manifest(session: aiohttp.ClientSession, url: str, timeout_s: float) -> dict[str, Any]:
+    """The exporter's /manifest as a JSON object (basic auth may ride in the URL as user:password@)."""
+    target = manifest_url(url)
+    shown = redact_url(target)
+    try:
+        async with session.get(target, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+            if resp.status != 200:
+                raise ExporterUnreachable(f"{shown}: HTTP {resp.status}")
+            body = json.loads(await resp.read())
+    except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+        raise ExporterUnreachable(f"{shown}: {type(exc).__name__}: {redact_url(str(exc))}") from None
+    if not isinstance(body, dict):
+        raise ExporterUnreachable(f"{shown}: the body is not a JSON object")
+    return body
+
+
+def read_exporter_manifest(url: str, timeout_s: float) -> dict[str, Any]:
+    """Blocking form of `get_exporter_manifest` (for `loadgen preflight`)."""
+
+    async def _read() -> dict[str, Any]:
+        async with aiohttp.ClientSession() as session:
+            return await get_exporter_manifest(session, url, timeout_s)
+
+    return asyncio.run(_read())
+
+
 async def fetch_exporter_manifest(
     session: aiohttp.ClientSession, url: str | None, timeout_s: float = 1.0, default: str = EXPORTER_DEFAULT
 ) -> tuple[dict[str, Any] | None, str]:
     """(the exporter's /manifest or None, where it came from or why not); `default` when no URL."""
-    base = (url or default).rstrip("/")
-    target = base if base.endswith("/manifest") else f"{base}/manifest"
-    shown = redact_url(target)
     try:
-        async with session.get(
-            target, timeout=aiohttp.ClientTimeout(total=timeout_s if not url else 5)
-        ) as resp:
-            if resp.status != 200:
-                return None, f"{shown}: HTTP {resp.status}"
-            return json.loads(await resp.read()), shown
-    except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
-        return None, f"{shown}: {type(exc).__name__}"
+        manifest = await get_exporter_manifest(session, url or default, timeout_s if not url else 5)
+    except ExporterUnreachable as exc:
+        return None, str(exc)
+    return manifest, redact_url(manifest_url(url or default))
 
 
 def _port(url: str | None) -> int | None:
