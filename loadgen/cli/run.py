@@ -148,6 +148,10 @@ def _raise_fd_limit() -> None:
 @click.option("--request-timeout", help="Per-request timeout (default 600s).")
 @click.option("--max-error-rate", type=float, help="Stop and exit 1 above this failed share (default 0.1).")
 @click.option("--metrics-port", type=int, help="Live /metrics port (default 9403; 0 disables).")
+@click.option(
+    "--metrics-listen-address",
+    help="Address live /metrics listens on (default 0.0.0.0; 127.0.0.1 keeps it on this host).",
+)
 @click.option("--linger", type=float, help="Seconds /metrics stays up after the run (default 15).")
 @click.option("--results-dir", help="Where results/<run_id>/ go (default results).")
 @click.option("--scenario", help="Scenario label (default <workload>-<profile>).")

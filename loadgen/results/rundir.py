@@ -30,8 +30,11 @@ CSV_COLUMNS = (
     "experiment_id",
     "workload",
     "workload_fingerprint",
+    "workload_definition_fingerprint",
     "input_len",
     "output_len",
+    "mean_prompt_tokens",
+    "mean_output_tokens",
     "seed",
     "asked_rate",
     "achieved_rate",
@@ -42,6 +45,7 @@ CSV_COLUMNS = (
     "requests_total",
     "requests_ok",
     "requests_failed",
+    "requests_cancelled",
     "error_rate",
     "token_count",
     "duration_s",
@@ -67,6 +71,7 @@ CSV_COLUMNS = (
     "e2e_p90_s",
     "e2e_p99_s",
     "schedule_lag_p99_s",
+    "slot_wait_p99_s",
     "gpu_name",
     "gpu_count",
     "tensor_parallel_size",
@@ -153,6 +158,7 @@ def csv_row(manifest: dict[str, Any], summary: dict[str, Any], result_dir: Path)
         engine_version=eng.get("version"),
         workload=wl.get("name"),
         workload_fingerprint=wl.get("fingerprint"),
+        workload_definition_fingerprint=wl.get("definition_fingerprint"),
         input_len=wl.get("input_len"),
         output_len=wl.get("output_len"),
         seed=cfg.get("seed"),
@@ -162,6 +168,7 @@ def csv_row(manifest: dict[str, Any], summary: dict[str, Any], result_dir: Path)
         requests_total=_dig(summary, "requests", "measured"),
         requests_ok=_dig(summary, "requests", "ok"),
         requests_failed=_dig(summary, "requests", "failed"),
+        requests_cancelled=_dig(summary, "requests", "cancelled"),
         slo=json.dumps(summary.get("slo") or {}),
         gpu_name=gpus[0].get("name") if gpus else None,
         gpu_count=len(gpus) or None,
@@ -178,17 +185,28 @@ def csv_row(manifest: dict[str, Any], summary: dict[str, Any], result_dir: Path)
             if key in CSV_COLUMNS:
                 row[key] = _dig(summary, f"{metric}_s", stat)
     row["schedule_lag_p99_s"] = _dig(summary, "schedule_lag_s", "p99")
+    row["slot_wait_p99_s"] = _dig(summary, "slot_wait_s", "p99")
     return {k: row.get(k) for k in CSV_COLUMNS}
 
 
 def append_runs_csv(results_dir: Path, row: dict[str, Any]) -> Path:
-    """Add one row to `results_dir/runs.csv` (header written when the file is new); atomic rewrite."""
+    """Add one row to `results_dir/runs.csv` (header written when the file is new); atomic rewrite.
+
+    A file whose header is another version's (columns added since) is rewritten under the current
+    header, its old columns kept at the end, so no row is ever shifted under the wrong name."""
     path = Path(results_dir) / RUNS_CSV
     old = path.read_text() if path.exists() else ""
+    old_rows: list[dict[str, str]] = []
+    header = next(csv.reader(io.StringIO(old)), None) if old else None
+    columns = list(CSV_COLUMNS)
+    if header is not None and header != columns:  # written by another version: rewrite it aligned
+        old_rows, old = list(csv.DictReader(io.StringIO(path.read_text()))), ""
+        columns += [c for c in header if c not in CSV_COLUMNS]
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(CSV_COLUMNS), extrasaction="ignore", lineterminator="\n")
+    writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
     if not old:
         writer.writeheader()
+    writer.writerows(old_rows)
     writer.writerow({k: "" if v is None else v for k, v in row.items()})
     atomic_write(path, old + buf.getvalue())
     return path

@@ -225,11 +225,11 @@ def _start_metrics(
     metrics = LiveMetrics(labels, info)
     if config.metrics_port:
         try:
-            metrics.serve(config.metrics_port)
+            metrics.serve(config.metrics_port, config.metrics_listen_address)
         except OSError as exc:
             raise ConfigError(
-                f"cannot serve metrics on port {config.metrics_port} ({exc.strerror}): "
-                "pass another --metrics-port, or 0 to disable"
+                f"cannot serve metrics on {config.metrics_listen_address} port {config.metrics_port} "
+                f"({exc.strerror}): pass another --metrics-port or --metrics-listen-address, or 0 to disable"
             ) from None
     metrics.target_rate.set(config.rate)
     metrics.max_concurrency.set(config.max_concurrency or 0)

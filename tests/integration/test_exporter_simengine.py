@@ -78,10 +78,11 @@ def test_discovers_running_simengine(simengine: tuple[subprocess.Popen[str], str
     assert registry.get_sample_value("infergauge_engine_up", base) == 1.0
 
 
-def test_engine_url_that_does_not_answer_is_down() -> None:
+def test_stopped_engine_is_down_and_the_collector_still_succeeds() -> None:
+    # issue 13 item 2: an engine that is simply stopped is `up 0`; the collector did its job (success 1)
     inspector = EngineInspector(["http://127.0.0.1:9"], discover=False, http_timeout_s=0.5)
     registry = CollectorRegistry()
     registry.register(CollectorSet([EngineCollector(inspector)]))
     labels = {"engine": "unknown", "url": "http://127.0.0.1:9", "model": ""}
     assert registry.get_sample_value("infergauge_engine_up", labels) == 0.0
-    assert registry.get_sample_value("infergauge_collector_success", {"collector": "engine"}) == 0.0
+    assert registry.get_sample_value("infergauge_collector_success", {"collector": "engine"}) == 1.0

@@ -76,6 +76,17 @@ def test_runs_csv_gets_one_row_per_run_and_one_header(tmp_path: Path) -> None:
     assert json.loads(rows[0]["slo"]) == {"ttft_s": 0.2}
 
 
+def test_runs_csv_of_an_older_version_is_realigned(tmp_path: Path) -> None:
+    """New columns (item 7's mean tokens, item 6's slot wait) must not shift an older file's rows."""
+    (tmp_path / "runs.csv").write_text("run_id,error_rate,retired_column\nold,0.25,x\n")
+    append_runs_csv(tmp_path, csv_row({}, {"run_id": "new", "error_rate": 0.5}, tmp_path / "new"))
+    rows = list(csv.DictReader((tmp_path / "runs.csv").open()))
+    assert [(r["run_id"], r["error_rate"]) for r in rows] == [("old", "0.25"), ("new", "0.5")]
+    assert rows[0]["retired_column"] == "x"
+    assert rows[1]["retired_column"] == ""
+    assert rows[0]["mean_prompt_tokens"] == ""
+
+
 @pytest.mark.parametrize(
     ("url", "public"),
     [

@@ -1,7 +1,7 @@
 """Loading NVML (nvidia-ml-py's `pynvml`) and calling it field by field without failing a scrape.
 
 Everything NVML-facing takes the module as an argument (`nvml`), so tests inject a fake
-(`exporter.fake_nvml.FakeNvml`) and nothing touches the driver at import time.
+(`exporter.nvml.fake.FakeNvml`) and nothing touches the driver at import time.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from exporter.nvml.lanes import SYSTEM, Lanes
+
 LOG = logging.getLogger(__name__)
 T = TypeVar("T")
 
@@ -18,12 +20,18 @@ T = TypeVar("T")
 ERROR_NOT_SUPPORTED = 3
 ERROR_NO_PERMISSION = 4
 ERROR_NOT_FOUND = 6
+ERROR_DRIVER_NOT_LOADED = 9
+ERROR_LIBRARY_NOT_FOUND = 12
 ERROR_FUNCTION_NOT_FOUND = 13
 ERROR_GPU_IS_LOST = 15
 ERROR_RESET_REQUIRED = 16
 ERROR_ARGUMENT_VERSION_MISMATCH = 25
 # A device answering with one of these is gone: its series are dropped, the other GPUs' kept.
 DEVICE_FATAL = frozenset({ERROR_GPU_IS_LOST, ERROR_RESET_REQUIRED})
+# nvmlInit failing with one of these means this host has no NVIDIA GPU to read: a fact, not a fault.
+NO_GPU_HERE = frozenset({ERROR_DRIVER_NOT_LOADED, ERROR_LIBRARY_NOT_FOUND})
+# nvmlInit may take seconds on a host with many GPUs and persistence mode off; beyond this it hangs.
+INIT_TIMEOUT_S = 10.0
 
 
 class NvmlUnavailable(RuntimeError):
@@ -84,17 +92,18 @@ def first_supported(nvml: Any, calls: list[tuple[str, tuple[Any, ...]]]) -> Any 
 
 
 class NvmlSession:
-    """Initialises NVML once per process (thread-safe); remembers why it failed."""
+    """Initialises NVML once per process (thread-safe); remembers why it failed and whether that
+    means "no GPU here" (no library, no driver) or a fault; owns the lanes every NVML call runs on."""
 
     def __init__(self, nvml: Any | None = None, loader: Callable[[], Any] = load_nvml) -> None:
         self._nvml = nvml
         self._loader = loader
         self._lock = threading.Lock()
-        # Scrapes and the sampler's per-GPU passes take turns on NVML (it serialises calls anyway):
-        # a scrape then waits for at most one GPU's sampling, never interleaves with all of them.
-        self.turn = threading.Lock()
+        # One thread per GPU (lanes.py): a hung call stalls its own GPU, never a whole scrape.
+        self.lanes = Lanes()
         self._ready = False
         self.error: str | None = None
+        self.absent = False  # True when the last failure means this host has no NVIDIA GPU
 
     def get(self) -> Any:
         """The initialised module; raises NvmlUnavailable (and retries on the next call)."""
@@ -107,13 +116,20 @@ class NvmlSession:
                 self._nvml.nvmlInit()
             except Exception as exc:
                 self.error = f"NVML unavailable: {exc}"
+                self.absent = isinstance(exc, NvmlUnavailable) or error_code(exc) in NO_GPU_HERE
                 raise NvmlUnavailable(self.error) from exc
             self._ready = True
             self.error = None
+            self.absent = False
             return self._nvml
 
+    def get_within(self, timeout_s: float = INIT_TIMEOUT_S) -> Any:
+        """get(), in the system lane: NvmlUnavailable, or CallTimeout when nvmlInit hangs."""
+        return self.lanes.call(SYSTEM, "init", self.get, timeout_s)
+
     def shutdown(self) -> None:
-        """Release NVML if it was initialised."""
+        """Release NVML if it was initialised; let idle lanes end."""
+        self.lanes.close()
         with self._lock:
             if self._ready and self._nvml is not None:
                 try:

@@ -1,7 +1,7 @@
 """Reading one GPU through NVML: identity and the dcgm-exporter default fields, each on its own.
 
 A field whose NVML call is missing, deprecated or unsupported is simply absent from the result;
-DeviceLost (from exporter.nvml) propagates so the caller drops only that GPU.
+DeviceLost (from exporter.nvml.session) propagates so the caller drops only that GPU.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from exporter.nvml import first_supported, text, try_call
+from exporter.nvml.session import first_supported, text, try_call
 
 MIB = 2**20
 NVML_CLOCK_GRAPHICS, NVML_CLOCK_SM, NVML_CLOCK_MEM = 0, 1, 2
@@ -21,6 +21,18 @@ NVML_FI_DEV_MEMORY_TEMP = 82
 NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX = 138, 139
 NVML_MEMORY_V2 = 0x02000028
 ALL_LINKS_SCOPE = 0xFFFFFFFF
+# nvmlClocksEventReasons bits -> reason label (nvidia-smi -q -d PERFORMANCE names them the same way).
+CLOCK_EVENT_REASONS: dict[int, str] = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks_setting",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
+}
 
 
 @dataclass(frozen=True)

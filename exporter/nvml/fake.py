@@ -2,12 +2,15 @@
 
 Errors are injected per GPU and per function: `unsupported` (NVML_ERROR_NOT_SUPPORTED), `missing`
 (the binding lacks the function: AttributeError), `lost` (NVML_ERROR_GPU_IS_LOST on every call for
-those GPU indices) and `init_error` (nvmlInit fails, as without a driver). It reuses pynvml's error
-class and ctypes structures, which need no driver.
+those GPU indices), `init_error` (nvmlInit fails, as without a driver) and `hang(index, seconds)`
+(every call on that GPU blocks until the hang is over, as a wedged driver call does). It reuses
+pynvml's error class and ctypes structures, which need no driver.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -15,6 +18,7 @@ from typing import Any
 import pynvml
 
 NOT_SUPPORTED, GPU_IS_LOST, DRIVER_NOT_LOADED, TIMEOUT = 3, 15, 9, 10
+LIBRARY_NOT_FOUND, RM_VERSION_MISMATCH = 12, 18
 
 
 @dataclass
@@ -78,6 +82,17 @@ class FakeNvml:
         self.nvlink = nvlink
         self.xid_events = list(xid_events or [])
         self.calls = 0
+        self.hung_until: dict[int, float] = {}
+        self._thread = threading.local()  # GPM sample owner: each GPU is sampled in its own thread
+
+    def hang(self, index: int, seconds: float) -> None:
+        """From now on, every call on GPU `index` blocks until `seconds` have passed (inf: for ever)."""
+        self.hung_until[index] = time.monotonic() + seconds
+
+    def _wait_if_hung(self, index: int) -> None:
+        until = object.__getattribute__(self, "hung_until").get(index, 0.0)
+        while (left := until - time.monotonic()) > 0:
+            time.sleep(min(left, 1.0))
 
     def __getattribute__(self, name: str) -> Any:
         if name.startswith("nvml") and name in object.__getattribute__(self, "missing_functions"):
@@ -86,6 +101,7 @@ class FakeNvml:
 
     def _gpu(self, fn: str, handle: FakeGpu) -> FakeGpu:
         self.calls += 1
+        self._wait_if_hung(handle.index)
         if handle.index in self.lost:
             raise pynvml.NVMLError(GPU_IS_LOST)
         if fn in self.unsupported:
@@ -110,6 +126,7 @@ class FakeNvml:
         return 13000
 
     def nvmlDeviceGetHandleByIndex(self, index: int) -> FakeGpu:
+        self._wait_if_hung(index)
         if index in self.lost:
             raise pynvml.NVMLError(GPU_IS_LOST)
         return self.gpus[index]
@@ -245,14 +262,14 @@ class FakeNvml:
 
     def nvmlGpmSampleGet(self, h: FakeGpu, sample: Any) -> Any:
         self._gpu("nvmlGpmSampleGet", h)
-        self._gpm_owner = h
+        self._thread.gpm_owner = h
         return sample
 
     def nvmlGpmSampleFree(self, sample: Any) -> None:
         return None
 
     def nvmlGpmMetricsGet(self, request: Any) -> Any:
-        owner: FakeGpu = self._gpm_owner
+        owner: FakeGpu = self._thread.gpm_owner
         for slot in range(request.numMetrics):
             metric = request.metrics[slot]
             metric.nvmlReturn = 0

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
-from exporter.collectors.gpu import CLOCK_EVENT_REASONS
-from exporter.gpu_read import (
+from exporter.nvml.lanes import SYSTEM, TOPOLOGY, CallTimeout
+from exporter.nvml.readers import (
+    CLOCK_EVENT_REASONS,
     NVML_CLOCK_GRAPHICS,
     NVML_CLOCK_MEM,
     NVML_CLOCK_SM,
@@ -14,9 +16,10 @@ from exporter.gpu_read import (
     read_identity,
     read_processes,
 )
-from exporter.nvml import DeviceLost, NvmlSession, NvmlUnavailable, text, try_call
+from exporter.nvml.reading import DEFAULT_TIMEOUT_S
+from exporter.nvml.session import NvmlSession, NvmlUnavailable, text, try_call
+from exporter.nvml.topology import interconnect, read_matrix
 from exporter.procs import process_name
-from exporter.topology import interconnect, read_matrix
 
 _CLOCKS = {"graphics": NVML_CLOCK_GRAPHICS, "sm": NVML_CLOCK_SM, "memory": NVML_CLOCK_MEM}
 
@@ -88,38 +91,63 @@ def gpu_entry(nvml: Any, handle: Any, index: int, driver: str, cuda: str | None)
     }
 
 
-def gpu_manifest(session: NvmlSession) -> tuple[list[dict[str, Any]], dict[str, Any], str | None]:
-    """(gpus, topology, error): error says why NVML could not be read, or which GPU was lost."""
+def _entry_and_handle(nvml: Any, index: int, driver: str, cuda: str | None) -> tuple[dict[str, Any], Any]:
+    handle = nvml.nvmlDeviceGetHandleByIndex(index)
+    return gpu_entry(nvml, handle, index, driver, cuda), handle
+
+
+def gpu_manifest(
+    session: NvmlSession, timeout_s: float = DEFAULT_TIMEOUT_S
+) -> tuple[list[dict[str, Any]], dict[str, Any], str | None]:
+    """(gpus, topology, error): error says why NVML could not be read, or which GPU was lost or hung.
+
+    Each GPU is read in its own lane under one deadline, so a hung GPU is left out, not waited for.
+    """
+    unknown: dict[str, Any] = {"matrix": [], "interconnect": "unknown"}
     try:
-        nvml = session.get()
-    except NvmlUnavailable as exc:
-        return [], {"matrix": [], "interconnect": "unknown"}, str(exc)
-    driver = text(try_call(nvml, "nvmlSystemGetDriverVersion") or "")
-    cuda = cuda_version(nvml)
-    gpus, handles, bus_ids, error = [], [], [], None
-    for index in range(int(nvml.nvmlDeviceGetCount())):
-        try:
-            handle = nvml.nvmlDeviceGetHandleByIndex(index)
-            entry = gpu_entry(nvml, handle, index, driver, cuda)
-        except (DeviceLost, Exception) as exc:
-            error = f"gpu {index}: {exc}"
-            continue
-        gpus.append(entry)
-        handles.append(handle)
-        bus_ids.append(entry["pci_bus_id"])
-    matrix = read_matrix(nvml, handles, bus_ids)
+        nvml = session.get_within()
+        driver, cuda, count = session.lanes.call(SYSTEM, "facts", partial(_system_facts, nvml), timeout_s)
+    except (NvmlUnavailable, CallTimeout) as exc:
+        return [], unknown, str(exc)  # (an error nvmlInit raised reaches here as NvmlUnavailable)
+    calls = {i: partial(_entry_and_handle, nvml, i, driver, cuda) for i in range(count)}
+    jobs = session.lanes.gather("facts", calls, timeout_s)
+    gpus, handles, error = [], [], None
+    for index, job in jobs.items():
+        if not job.done.is_set():
+            error = f"gpu {index}: no answer from NVML within {timeout_s:g} s"
+        elif job.error is not None:
+            error = f"gpu {index}: {job.error}"
+        else:
+            gpus.append(job.value[0])
+            handles.append(job.value[1])
+    bus_ids = [gpu["pci_bus_id"] for gpu in gpus]
+    try:
+        matrix = session.lanes.call(
+            TOPOLOGY, "facts", partial(read_matrix, nvml, handles, bus_ids), timeout_s
+        )
+    except CallTimeout as exc:
+        return gpus, unknown, error or str(exc)
     return gpus, {"matrix": matrix, "interconnect": interconnect(matrix)}, error
 
 
-def first_gpu_hint(session: NvmlSession) -> tuple[int | None, str]:
+def _system_facts(nvml: Any) -> tuple[str, str | None, int]:
+    driver = text(try_call(nvml, "nvmlSystemGetDriverVersion") or "")
+    return driver, cuda_version(nvml), int(nvml.nvmlDeviceGetCount())
+
+
+def first_gpu_hint(session: NvmlSession, timeout_s: float = DEFAULT_TIMEOUT_S) -> tuple[int | None, str]:
     """(memory total bytes, name) of GPU 0, for engines' hardware-dependent defaults; (None, '') if none."""
     try:
-        nvml = session.get()
-        if int(nvml.nvmlDeviceGetCount()) == 0:
-            return None, ""
-        handle = nvml.nvmlDeviceGetHandleByIndex(0)
-        memory = try_call(nvml, "nvmlDeviceGetMemoryInfo", handle)
-        name = text(try_call(nvml, "nvmlDeviceGetName", handle) or "")
-    except Exception:  # no NVML, lost GPU: the defaults stay "auto"
+        nvml = session.get_within()
+        return session.lanes.call(0, "hint", partial(_hint, nvml), timeout_s)  # type: ignore[no-any-return]
+    except Exception:  # no NVML, no GPU, lost or hung GPU: the defaults stay "auto"
         return None, ""
+
+
+def _hint(nvml: Any) -> tuple[int | None, str]:
+    if int(nvml.nvmlDeviceGetCount()) == 0:
+        return None, ""
+    handle = nvml.nvmlDeviceGetHandleByIndex(0)
+    memory = try_call(nvml, "nvmlDeviceGetMemoryInfo", handle)
+    name = text(try_call(nvml, "nvmlDeviceGetName", handle) or "")
     return (int(memory.total) if memory is not None else None), name

@@ -10,10 +10,13 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
-from exporter.gpu_read import read_slow_fields
-from exporter.nvml import DeviceLost, NvmlSession, NvmlUnavailable, text, try_call
+from exporter.nvml.lanes import EVENTS, SYSTEM, CallTimeout
+from exporter.nvml.readers import read_slow_fields
+from exporter.nvml.reading import DEFAULT_TIMEOUT_S
+from exporter.nvml.session import NvmlSession, NvmlUnavailable, text, try_call
 
 LOG = logging.getLogger(__name__)
 # DCGM profiling field <- NVML GPM metric id (percent 0-100 in NVML, ratio 0-1 in DCGM).
@@ -33,7 +36,7 @@ class GpuSamples:
     util_peak_percent: float | None = None
     gpm: dict[str, float] = field(default_factory=dict)
     last_xid: int = 0
-    slow: dict[str, float] | None = None  # gpu_read.read_slow_fields; None until first read
+    slow: dict[str, float] | None = None  # readers.read_slow_fields; None until first read
     gpm_supported: bool | None = None
     gpm_prev: Any = None
     slow_read_at: float = 0.0
@@ -42,8 +45,15 @@ class GpuSamples:
 class GpuSampler:
     """Samples every GPU each `interval_s` seconds; never raises out of the thread."""
 
-    def __init__(self, session: NvmlSession, interval_s: float = 1.0, slow_every_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        session: NvmlSession,
+        interval_s: float = 1.0,
+        slow_every_s: float = 5.0,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+    ) -> None:
         self.session = session
+        self.timeout_s = timeout_s
         self.interval_s = interval_s
         self.slow_every_s = slow_every_s
         self._lock = threading.Lock()
@@ -80,24 +90,37 @@ class GpuSampler:
                 LOG.debug("gpu sampler tick failed: %s", exc)
 
     def tick(self) -> None:
-        """One pass over all GPUs: peaks, GPM ratios, pending XID events."""
+        """One pass over all GPUs, each in its own lane under one deadline: peaks, GPM ratios, XIDs."""
         try:
-            nvml = self.session.get()
-        except NvmlUnavailable:
+            nvml = self.session.get_within()
+            count = self.session.lanes.call(SYSTEM, "sample-count", nvml.nvmlDeviceGetCount, self.timeout_s)
+            if self._events is None:
+                self._events = self.session.lanes.call(
+                    EVENTS, "create", partial(_event_set, nvml), self.timeout_s
+                )
+        except (NvmlUnavailable, CallTimeout) as exc:
+            LOG.debug("gpu sampler pass skipped: %s", exc)
             return
-        count = int(try_call(nvml, "nvmlDeviceGetCount") or 0)
-        # Slow fields (~17 ms per H200) for one GPU per tick, round robin: a scrape waiting for its
-        # turn on NVML then waits for at most one GPU's slow read, however many GPUs there are.
+        count = int(count)
+        # Slow fields (~17 ms per H200) for one GPU per tick, round robin: a scrape then meets at
+        # most one GPU's slow read in progress, however many GPUs there are.
         slow_gpu = self._slow_cursor % count if count else -1
         self._slow_cursor += 1
-        for index in range(count):
-            try:
-                with self.session.turn:
-                    handle = nvml.nvmlDeviceGetHandleByIndex(index)
-                    self._sample_one(nvml, index, handle, slow=index == slow_gpu)
-            except (DeviceLost, Exception) as exc:
-                LOG.debug("gpu %d sample failed: %s", index, exc)
-        self._drain_xid(nvml, count)
+        calls = {i: partial(self._sample_index, nvml, i, slow=i == slow_gpu) for i in range(count)}
+        for index, job in self.session.lanes.gather("sample", calls, self.timeout_s).items():
+            if job.error is not None or not job.done.is_set():
+                LOG.debug("gpu %d sample failed or late: %s", index, job.error)
+        try:
+            self.session.lanes.call(EVENTS, "drain", partial(self._drain_xid, nvml), self.timeout_s)
+        except Exception as exc:  # the event wait hung or failed: XIDs are read on a later pass
+            LOG.debug("xid drain failed: %s", exc)
+
+    def _sample_index(self, nvml: Any, index: int, *, slow: bool) -> None:
+        handle = nvml.nvmlDeviceGetHandleByIndex(index)
+        if self._events and index not in self._event_uuids.values():
+            try_call(nvml, "nvmlDeviceRegisterEvents", handle, XID_EVENT, self._events)
+            self._event_uuids[text(try_call(nvml, "nvmlDeviceGetUUID", handle) or "")] = index
+        self._sample_one(nvml, index, handle, slow=slow)
 
     def _sample_one(self, nvml: Any, index: int, handle: Any, *, slow: bool = True) -> None:
         power_mw = try_call(nvml, "nvmlDeviceGetPowerUsage", handle)
@@ -135,14 +158,7 @@ class GpuSampler:
         with self._lock:
             state.gpm = ratios
 
-    def _drain_xid(self, nvml: Any, count: int) -> None:
-        if self._events is None:
-            self._events = try_call(nvml, "nvmlEventSetCreate") or False
-            for index in range(count):
-                handle = nvml.nvmlDeviceGetHandleByIndex(index)
-                if self._events:
-                    try_call(nvml, "nvmlDeviceRegisterEvents", handle, XID_EVENT, self._events)
-                self._event_uuids[text(try_call(nvml, "nvmlDeviceGetUUID", handle) or "")] = index
+    def _drain_xid(self, nvml: Any) -> None:
         if not self._events:
             return
         for _ in range(64):  # bounded: never spin on a flood of events
@@ -154,6 +170,12 @@ class GpuSampler:
             if event_gpu is not None:
                 with self._lock:
                     self._gpus.setdefault(event_gpu, GpuSamples()).last_xid = int(data.eventData)
+
+    def has_slow(self, index: int) -> bool:
+        """True once this GPU's slow fields have been sampled."""
+        with self._lock:
+            state = self._gpus.get(index)
+            return state is not None and state.slow is not None
 
     def last_xid(self, index: int) -> int:
         """The last XID event seen on this GPU (0 = none), without touching the peaks."""
@@ -174,6 +196,11 @@ class GpuSampler:
             state.power_peak_w = None
             state.util_peak_percent = None
             return copy
+
+
+def _event_set(nvml: Any) -> Any:
+    """An XID event set, or False when NVML has none (then XIDs stay 0)."""
+    return try_call(nvml, "nvmlEventSetCreate") or False
 
 
 def gpm_ratios(nvml: Any, sample1: Any, sample2: Any) -> dict[str, float]:
