@@ -17,7 +17,7 @@ from typing import Any
 
 import aiohttp
 
-from infergauge.engines.params import parse_cmdline, to_neutral
+from infergauge.engines.params import parse_cmdline
 from infergauge.redact import redact_argv, redact_mapping
 from loadgen.config import ConfigError, RunConfig
 from loadgen.experiments.expand import RunSpec, build_config, expand
@@ -80,7 +80,6 @@ def launched_engine_facts(argv: list[str]) -> dict[str, Any]:
     facts: dict[str, Any] = {"launch_command": redact_argv(argv)}
     if family is not None:
         facts["launch_args"] = redact_mapping(args)
-        facts["launch_params"] = dict(to_neutral(family, args))
     return facts
 
 
