@@ -92,7 +92,12 @@ def build_config(params: Mapping[str, Any], extra: list[str], environ: Mapping[s
     sim_args = sim_passthrough(extra)
     if sim_args:
         flags["sim_args"] = tuple(yaml_values.get("sim_args", ())) + sim_args
-    return resolve(yaml_values, env_values, flags)
+    config = resolve(yaml_values, env_values, flags)
+    if config.sim_args:  # a bad --sim-X is a usage error before anything runs
+        from loadgen.cli.sim import check_sim_args  # simengine is imported only when used
+
+        check_sim_args(config.sim_args)
+    return config
 
 
 def _fail(ctx: click.Context, message: str) -> NoReturn:
