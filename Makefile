@@ -34,14 +34,14 @@ test: deps lint typecheck pytest
 deps:
 	@bash .ci/deps $(DEPS)
 
-LINTED := loadgen simengine exporter bench tests grafana
+LINTED := infergauge loadgen simengine exporter bench tests grafana
 
 lint: $(STAMP)
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/ruff format --check $(LINTED)
 
 typecheck: $(STAMP)
-	$(BIN)/mypy loadgen simengine exporter grafana/dashgen
+	$(BIN)/mypy infergauge loadgen simengine exporter grafana/dashgen
 
 pytest: deps $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup $(PYTEST_ARGS)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from exporter.redact import REDACTED, redact_mapping  # -> infergauge.redact, the one policy, once on main
+from infergauge.redact import REDACTED, redact_mapping
 from simengine.gpu import DTYPE_BYTES, GPU_PROFILES, INTERCONNECTS, default_kv_cache_tokens
 
 PERSONALITIES = ("vllm", "sglang")

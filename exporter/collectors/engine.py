@@ -8,9 +8,9 @@ from typing import Any
 from prometheus_client.core import Metric
 
 from exporter.checks import engine_checks
-from exporter.engine_params import NEUTRAL_PARAMS
 from exporter.engines import EngineInspector
 from exporter.families import Families
+from infergauge.engines.base import NEUTRAL_PARAMS
 
 
 def _label(value: object) -> str:
@@ -51,7 +51,7 @@ class EngineCollector:
     def facts(self, known: Mapping[str, Any]) -> dict[str, Any]:
         """The manifest's `engines` (re-read) and their checks; GPU 0's size for vLLM's defaults."""
         gpus = known.get("gpus") or []
-        if gpus and self.inspector.gpu_memory_bytes is None:  # see exporter.engine_params
+        if gpus and self.inspector.gpu_memory_bytes is None:  # see infergauge/engines/vllm.py (GpuDefault)
             self.inspector.gpu_memory_bytes = gpus[0]["memory_total_bytes"]
             self.inspector.gpu_name = gpus[0]["name"]
         engines = [report.as_dict() for report in self.inspector.reports(fresh=True)]

@@ -45,7 +45,7 @@ def engine(config: ExporterConfig, sources: Sources) -> EngineCollector:
         api_key=config.engine_api_key,
         http_timeout_s=config.http_timeout_s,
     )
-    if "gpu" in config.collectors:  # vLLM's batch defaults depend on the GPU (exporter.engine_params)
+    if "gpu" in config.collectors:  # vLLM's batch defaults depend on the GPU (infergauge/engines/vllm.py)
         inspector.gpu_memory_bytes, inspector.gpu_name = first_gpu_hint(
             sources.session, config.nvml_timeout_s
         )

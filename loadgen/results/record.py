@@ -10,6 +10,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from infergauge.redact import redact
 from loadgen.config import RunConfig
 from loadgen.records import RequestRecord
 from loadgen.results.manifest import client_info, engine_section, tool_info
@@ -62,9 +63,14 @@ def build_manifest(
         "ended_at": iso(ended),
         "tool": tool_info(),
         "client": client_info(),
-        "config": as_sent(config.to_manifest(), facts.workload, get_target(config.target)),
+        "config": redact(as_sent(config.to_manifest(), facts.workload, get_target(config.target))),
         "workload": wl,
-        "engine": engine_section(facts.meta, facts.base_url),
+        "engine": engine_section(
+            facts.meta,
+            facts.base_url,
+            facts.exporter,
+            config.extra_manifest.get("engine", {}).get("launch_args"),
+        ),
         "exporter": facts.exporter,
         "exporter_source": facts.exporter_source,
         "cache": {"flushed": None, "method": None, "detail": None},

@@ -82,7 +82,7 @@ async def run_steps(ctx: RunContext) -> RunResult:
 
 async def _prepare(ctx: RunContext) -> Run:
     """Engine metadata and model, the exporter's manifest, the run state and its live metrics."""
-    from loadgen.results.manifest import fetch_exporter_manifest
+    from loadgen.results.exporter_client import attach_exporter
 
     assert ctx.meta_session is not None
     ctx.meta = meta = await ctx.target.fetch_metadata(ctx.meta_session, ctx.base_url)
@@ -90,7 +90,7 @@ async def _prepare(ctx: RunContext) -> Run:
     if not ctx.model:
         raise ConfigError(f"{ctx.base_url}/v1/models lists no model: pass --model")
     async with aiohttp.ClientSession() as plain:  # never send the engine's API key to the exporter
-        ctx.exporter = await fetch_exporter_manifest(plain, ctx.config.exporter_url)
+        ctx.exporter = await attach_exporter(plain, ctx.config.exporter_url, ctx.base_url)
     run = ctx.run = Run(ctx.config, ctx.run_id, ctx.progress)
     ctx.started = datetime.now(UTC)
     run.journal = _start_record(ctx)

@@ -60,6 +60,8 @@ def test_launched_engine_is_restarted_before_every_run(tmp_path):
         assert manifest["cache"]["flushed"] is True
         assert manifest["cache"]["method"] == "restart"
         assert manifest["engine"]["params"]["max_num_seqs"] == 4
+        # read from the command the plan launched (vLLM tells nothing over HTTP outside dev mode)
+        assert manifest["engine"]["param_sources"]["max_num_seqs"] == "experiment launch command"
         command = manifest["engine"]["launch_command"]
         assert command[command.index("--max-num-seqs") + 1] == "4"
         assert manifest["experiment"]["id"] == "exp-test"

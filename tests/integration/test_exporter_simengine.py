@@ -14,7 +14,8 @@ from exporter.collectors.base import CollectorSet
 from exporter.collectors.engine import EngineCollector
 from exporter.discovery import read_processes
 from exporter.engines import EngineInspector
-from exporter.redact import REDACTED
+from infergauge.engines.resolve import CMDLINE
+from infergauge.redact import REDACTED
 from tests.conftest import REPO_ROOT
 
 
@@ -67,7 +68,7 @@ def test_discovers_running_simengine(simengine: tuple[subprocess.Popen[str], str
     assert report.version  # answered by the vLLM personality's /version
     assert report.params["max_num_seqs"] == 7
     assert report.params["gpu_memory_utilization"] == 0.8
-    assert report.param_sources["max_num_seqs"] == "flag"
+    assert report.param_sources["max_num_seqs"] == CMDLINE
     assert "sk-live-999" not in " ".join(report.cmdline)
     assert REDACTED in report.cmdline
 

@@ -6,9 +6,9 @@ import json
 
 from exporter.discovery import ProcInfo
 from exporter.engine_http import EngineHttpFacts
-from exporter.engine_params import parse_cmdline, redacted_args
 from exporter.engines import EngineInspector
-from exporter.redact import REDACTED, is_secret_name, redact_argv, redact_mapping, redact_url
+from infergauge.engines.params import parse_cmdline
+from infergauge.redact import REDACTED, is_secret_name, redact, redact_argv, redact_mapping, redact_url
 
 
 def test_secret_names() -> None:
@@ -22,6 +22,13 @@ def test_secret_names() -> None:
         "--ssl-keyfile-password",
         "HUGGING_FACE_HUB_TOKEN",
         "AWS_SECRET_ACCESS_KEY",
+        "db_passwd",
+        "auth_header",
+        "--bearer",
+        "key_path",
+        "--api-keys",
+        "api_keys",
+        "credentials",
     ):
         assert is_secret_name(name), name
     for name in (
@@ -30,6 +37,9 @@ def test_secret_names() -> None:
         "--ssl-keyfile",
         "CUDA_VISIBLE_DEVICES",
         "--kv-cache-dtype",
+        "prompt_tokens",
+        "max_num_batched_tokens",
+        "--served-model-name",
     ):
         assert not is_secret_name(name), name
 
@@ -69,7 +79,7 @@ def test_parsed_args_redacted() -> None:
     _, args = parse_cmdline(
         ["python", "-m", "sglang.launch_server", "--api-key", "s3cret", "--admin-api-key", "adm"]
     )
-    out = redacted_args(args)
+    out = redact_mapping(args)
     assert out["api_key"] == REDACTED
     assert out["admin_api_key"] == REDACTED
 
@@ -90,3 +100,18 @@ def test_engine_report_carries_no_secret() -> None:
     assert "hf_secret" not in dumped
     assert REDACTED in dumped
     assert '"CUDA_VISIBLE_DEVICES": "0"' in dumped
+
+
+def test_multi_value_and_plural_flags_hide_every_value() -> None:
+    argv = ["vllm", "serve", "m", "--api-key", "k1", "k2", "--api-keys", "k3", "--port", "8000"]
+    out = redact_argv(argv)
+    assert not {"k1", "k2", "k3"} & set(out)
+    assert out[-2:] == ["--port", "8000"]
+
+
+def test_nested_values_are_redacted_at_any_depth() -> None:
+    body = {"server_args": {"api_key": "k", "db_passwd": "p"}, "urls": ["http://u:pw@h/"], "n": 3}
+    out = redact(body)
+    assert out["server_args"] == {"api_key": REDACTED, "db_passwd": REDACTED}
+    assert out["urls"] == [f"http://{REDACTED}@h/"]
+    assert out["n"] == 3

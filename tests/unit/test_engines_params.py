@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
+import ast
 import shlex
+import sys
 from pathlib import Path
 
 import pytest
 
-from exporter.engine_params import (
-    AUTO,
-    NEUTRAL_PARAMS,
-    UnknownEngine,
-    from_neutral,
-    neutral_sources,
-    parse_cmdline,
-    to_cmdline,
-    to_neutral,
-)
+from infergauge.engines import UnknownEngine, get
+from infergauge.engines.base import AUTO, NEUTRAL_PARAMS
+from infergauge.engines.params import from_neutral, neutral_sources, parse_cmdline, to_cmdline, to_neutral
 from tests.conftest import GOLDEN_SGLANG, GOLDEN_VLLM
 
 # The seed's section 4.2 launch lines (aligned on purpose).
@@ -36,7 +31,8 @@ def golden_argv(folder: Path) -> list[str]:
 
 def test_golden_vllm_launch_line() -> None:
     engine, args = parse_cmdline(golden_argv(GOLDEN_VLLM))
-    assert engine == "vllm"
+    assert engine is not None
+    assert engine.name == "vllm"
     assert args["model"] == "/tmp/tiny-llama"
     assert args["enforce_eager"] is True  # bare boolean flag does not swallow the next flag
     params = to_neutral(engine, args, gpu_memory_bytes=143771 * 2**20, gpu_name="NVIDIA H200")
@@ -60,7 +56,8 @@ def test_golden_vllm_defaults_match_what_the_engine_reported() -> None:
 
 def test_golden_sglang_launch_line_and_server_info_agree() -> None:
     engine, args = parse_cmdline(golden_argv(GOLDEN_SGLANG))
-    assert engine == "sglang"
+    assert engine is not None
+    assert engine.name == "sglang"
     assert args["model"] == "/tmp/tiny-llama"
     params = to_neutral(engine, args)
     assert params["gpu_memory_utilization"] == 0.5  # --mem-fraction-static
@@ -89,11 +86,14 @@ def test_seed_lines_align_to_the_same_neutral_params() -> None:
         ("python3 -m sglang.launch_server --model-path m --max-running-requests 64", "sglang"),
         ("python -m simengine --port 0 --max-num-seqs 64", "simengine"),
         ("loadgen sim --max-running-requests 64", "simengine"),
+        ("python3 -m vllm.entrypoints.cli.main serve m --max-num-seqs 64", "vllm"),
+        ("python -m vllm.entrypoints.api_server --model m --max-num-seqs 64", "vllm"),
     ],
 )
 def test_launch_forms_and_spellings(line: str, engine: str) -> None:
     found, args = parse_cmdline(line.split())
-    assert found == engine
+    assert found is not None
+    assert found.name == engine
     assert to_neutral(found, args)["max_num_seqs"] == 64
 
 
@@ -107,13 +107,13 @@ def test_negations_and_sglang_inversions() -> None:
     _, args = parse_cmdline(
         ["vllm", "serve", "m", "--no-enable-prefix-caching", "--no-enable-chunked-prefill"]
     )
-    params = to_neutral("vllm", args)
+    params = to_neutral(get("vllm"), args)
     assert params["prefix_caching"] is False
     assert params["chunked_prefill"] is False
     _, args = parse_cmdline(
         ["python", "-m", "sglang.launch_server", "--disable-radix-cache", "--chunked-prefill-size", "-1"]
     )
-    params = to_neutral("sglang", args)
+    params = to_neutral(get("sglang"), args)
     assert params["prefix_caching"] is False
     assert params["chunked_prefill"] is False
     assert params["max_num_batched_tokens"] is None
@@ -121,7 +121,7 @@ def test_negations_and_sglang_inversions() -> None:
 
 def test_sources_say_which_values_were_defaults() -> None:
     _, args = parse_cmdline(SEED_SGLANG.split())
-    sources = neutral_sources("sglang", args)
+    sources = neutral_sources(get("sglang"), args)
     assert sources["max_num_seqs"] == "flag"
     assert sources["chunked_prefill"] == "flag"
     assert sources["dtype"] == "default"
@@ -130,11 +130,11 @@ def test_sources_say_which_values_were_defaults() -> None:
 
 def test_from_neutral_round_trips_through_the_other_engine() -> None:
     params = to_neutral(*parse_cmdline(SEED_VLLM.split()))
-    sglang_args = from_neutral("sglang", params)
+    sglang_args = from_neutral(get("sglang"), params)
     assert sglang_args["max_running_requests"] == 128
     assert sglang_args["mem_fraction_static"] == 0.9
     assert sglang_args["tp_size"] == 2
-    argv = ["python", "-m", "sglang.launch_server", *to_cmdline("sglang", params)]
+    argv = ["python", "-m", "sglang.launch_server", *to_cmdline(get("sglang"), params)]
     again = to_neutral(*parse_cmdline(argv))
     for key in (
         "tensor_parallel_size",
@@ -144,11 +144,52 @@ def test_from_neutral_round_trips_through_the_other_engine() -> None:
         "prefix_caching",
     ):
         assert again[key] == params[key], key
-    assert "--no-enable-prefix-caching" in to_cmdline("vllm", {"prefix_caching": False})
+    assert "--no-enable-prefix-caching" in to_cmdline(get("vllm"), {"prefix_caching": False})
 
 
 def test_unknown_names_are_rejected_with_the_valid_choices() -> None:
-    with pytest.raises(UnknownEngine, match="choose from vllm, sglang, simengine"):
-        to_neutral("tgi", {})
+    with pytest.raises(UnknownEngine, match="unknown engine 'tgi'; choose from vllm, sglang, simengine"):
+        get("tgi")
     with pytest.raises(ValueError, match="unknown parameter 'max_seqs'"):
-        from_neutral("vllm", {"max_seqs": 1})
+        from_neutral(get("vllm"), {"max_seqs": 1})
+
+
+def test_engine_differences_are_data_not_branches() -> None:
+    # SGLang's inverted --disable-radix-cache and its -1 "off" chunk size come from its spec alone.
+    for module in ("params.py", "resolve.py"):
+        tree = ast.parse((Path(__file__).parents[2] / "infergauge" / "engines" / module).read_text())
+        compared = {
+            node.value
+            for compare in ast.walk(tree)
+            if isinstance(compare, ast.Compare)
+            for node in ast.walk(compare)
+            if isinstance(node, ast.Constant)
+        }
+        assert not compared & {"vllm", "sglang", "simengine"}, module
+    sglang = get("sglang")
+    assert sglang.flags["prefix_caching"].inverted
+    assert to_neutral(sglang, {"disable_radix_cache": True})["prefix_caching"] is False
+    assert from_neutral(sglang, {"chunked_prefill": False}) == {"chunked_prefill_size": -1}
+
+
+def test_multi_value_flag_keeps_all_its_values() -> None:
+    _, args = parse_cmdline(["vllm", "serve", "m", "--api-key", "k1", "k2", "--max-num-seqs", "4"])
+    assert args["api_key"] == "k1 k2"
+    assert args["max_num_seqs"] == 4
+
+
+def test_the_shared_package_imports_only_the_standard_library() -> None:
+    # every binary (exporter, loadgen, simengine) imports infergauge/: it must pull in nothing else
+    root = Path(__file__).parents[2] / "infergauge"
+    for module in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(module.read_text())):
+            names = (
+                [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and node.level == 0
+                else []
+            )
+            for name in names:
+                top = name.split(".")[0]
+                assert top == "infergauge" or top in sys.stdlib_module_names, (module.name, name)
