@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 import re
 import shutil
 import subprocess
@@ -12,6 +13,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
@@ -21,8 +23,9 @@ KUBE = REPO / "deploy" / "kubernetes"
 OVERLAYS = sorted(p.parent.name for p in (KUBE / "overlays").glob("*/kustomization.yaml"))
 # The oldest Kubernetes these manifests promise to run on (CronJob timeZone is GA from 1.27).
 KUBERNETES_VERSION = "1.32.0"
-# Custom resources kubernetes-validate has no schema for: the Prometheus Operator's monitors,
-# checked field by field in test_deploy_workloads.py.
+# Custom resources kubernetes-validate has no schema for: the Prometheus Operator's monitors, validated
+# against the Operator's own CRD schemas (tests/fixtures/crds/README.md says which release).
+CRDS = REPO / "tests" / "fixtures" / "crds"
 CUSTOM_KINDS = {("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos.com/v1", "PodMonitor")}
 KUBECTL = shutil.which("kubectl")
 VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
@@ -103,6 +106,25 @@ def test_strict_validation_rejects_a_misspelled_field() -> None:
     broken["spec"]["template"]["spec"]["hostPid"] = True  # the field is hostPID
     with pytest.raises(kubernetes_validate.ValidationError, match="hostPid"):
         kubernetes_validate.validate(broken, KUBERNETES_VERSION, strict=True)
+
+
+def crd_validator(api_version: str, kind: str) -> jsonschema.protocols.Validator:
+    """A strict validator for one of the Operator's kinds, from its CRD schema."""
+    group, version = api_version.split("/")
+    schema = json.loads((CRDS / f"{group}_{kind.lower()}_{version}.json").read_text())
+    return jsonschema.Draft7Validator(schema)
+
+
+@pytest.mark.parametrize(("api_version", "kind"), sorted(CUSTOM_KINDS))
+def test_monitors_pass_the_operators_crd_schemas(api_version: str, kind: str) -> None:
+    (monitor,) = [
+        o for o in build("prometheus-operator") if (o["apiVersion"], o["kind"]) == (api_version, kind)
+    ]
+    validator = crd_validator(api_version, kind)
+    assert [e.message for e in validator.iter_errors(monitor)] == []
+    broken = copy.deepcopy(monitor)
+    broken["spec"]["selektor"] = broken["spec"]["selector"]  # a misspelled field is an error
+    assert any("selektor" in e.message for e in validator.iter_errors(broken))
 
 
 def test_only_the_prometheus_operator_overlay_has_custom_kinds() -> None:
