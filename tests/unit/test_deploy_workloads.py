@@ -114,7 +114,8 @@ def test_exporter_command_and_env_are_the_exporters_own() -> None:
     assert program == "infergauge-exporter"
     params = exporter_cli.make_context(program, list(args)).params  # unknown flags raise here
     assert params["port"] == container["ports"][0]["containerPort"] == 9402
-    envvars = {p.envvar for p in exporter_cli.params if isinstance(getattr(p, "envvar", None), str)}
+    named = [getattr(p, "envvar", None) for p in exporter_cli.params]
+    envvars = {n for e in named if e for n in ([e] if isinstance(e, str) else e)}
     ours = {name for name in env_of(container) if name.startswith("INFERGAUGE_EXPORTER_")}
     assert ours
     assert ours <= envvars, ours - envvars
