@@ -18,7 +18,7 @@ from aiohttp.test_utils import make_mocked_request
 
 from exporter.app import Exporter, ExporterConfig, build_app
 from exporter.cli import main as exporter_cli
-from loadgen.config import load_yaml, resolve, validate
+from loadgen.config import FIELD_NAMES, load_yaml, resolve, validate
 
 REPO = Path(__file__).resolve().parents[2]
 KUBE = REPO / "deploy" / "kubernetes"
@@ -184,6 +184,8 @@ def test_args_reference_only_defined_env() -> None:
     for name in ("loadgen-shards", "loadgen-merge"):
         (container,) = pod(get("loadgen-shards", "Job", name))["spec"]["containers"]
         env = env_of(container)
+        # loadgen run rejects an unknown LOADGEN_* name: only RunConfig fields may be set that way
+        assert {n.removeprefix("LOADGEN_").lower() for n in env if n.startswith("LOADGEN_")} <= FIELD_NAMES
         used = {v for a in container.get("args", []) for v in VAR_REF.findall(a)}
         assert used - set(env) <= {"JOB_COMPLETION_INDEX"}, name
         for entry in env.values():
