@@ -8,7 +8,7 @@ DEMO_RESULTS ?= results
 FREE_PORT = $(BIN)/python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 PYTEST_ARGS ?=
 # system packages the tests need, as debian-package:command (postgresql: for the baselines store)
-DEPS ?= prometheus:promtool docker-compose:docker-compose postgresql:pg_ctl
+DEPS ?= prometheus:promtool docker-compose:docker-compose postgresql:pg_ctl systemd:systemd-analyze
 
 .PHONY: demo test deps lint typecheck pytest bench venv clean
 
