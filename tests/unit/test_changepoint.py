@@ -46,18 +46,23 @@ def test_throughput_falling_is_worse_and_rising_is_an_improvement() -> None:
     rising = noisy(20, 1000.0, 0.02, 6) + noisy(8, 1150.0, 0.02, 7)
     (down,) = confirmed(falling, higher_is_better=True)
     (up,) = confirmed(rising, higher_is_better=True)
-    assert down.worse and down.index == 20
-    assert not up.worse and up.index == 20
+    assert down.worse
+    assert down.index == 20
+    assert not up.worse
+    assert up.index == 20
 
 
 def test_the_newest_run_alone_worse_is_suspected_then_confirmed_by_the_next() -> None:
     base = noisy(20, 0.040, 0.02, 8)
     one = [*base, 0.050]  # 25% worse, only the newest run
     (suspect,) = detect(one, higher_is_better=False)
-    assert suspect.status == "suspected" and suspect.index == 20 and suspect.worse
+    assert suspect.status == "suspected"
+    assert suspect.index == 20
+    assert suspect.worse
     two = [*one, 0.051]
     (change,) = detect(two, higher_is_better=False)
-    assert change.status == "confirmed" and change.index == 20
+    assert change.status == "confirmed"
+    assert change.index == 20
 
 
 def test_missing_figures_are_skipped_and_indexes_stay_those_of_the_series() -> None:
