@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 
 import click
 
+from loadgen.cli.store import store_option
 from loadgen.config import (
     ARRIVALS,
     ENDPOINTS,
@@ -32,6 +33,7 @@ from loadgen.config import (
     parse_slo,
     resolve,
 )
+from loadgen.store.url import StoreURLError, parse_store
 
 
 class OneLineErrors(click.Command):
@@ -63,7 +65,8 @@ def sim_passthrough(extra: list[str]) -> tuple[str, ...]:
 
 def _flag_values(params: Mapping[str, Any]) -> dict[str, Any]:
     """Click values (None when not given) converted to RunConfig fields."""
-    flags = {k: v for k, v in params.items() if k not in ("config", "json_output", "quiet") and v is not None}
+    not_config = ("config", "json_output", "quiet", "store")
+    flags = {k: v for k, v in params.items() if k not in not_config and v is not None}
     if "rate" in flags:
         flags["rate"] = parse_rate(flags["rate"])
     if "duration" in flags:
@@ -154,6 +157,7 @@ def _raise_fd_limit() -> None:
 @click.option("--experiment-id", help="Experiment this run belongs to.")
 @click.option("--exporter-url", help="infergauge exporter (default: try http://127.0.0.1:9402).")
 @click.option("--grafana-url", help="Annotate the run in Grafana (or GRAFANA_URL; token from GRAFANA_TOKEN).")
+@store_option
 @click.option("--json", "json_output", is_flag=True, help="Print the summary as JSON instead of the table.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
 @click.option(
@@ -166,16 +170,22 @@ def run(ctx: click.Context, **params: Any) -> None:
     """Run a benchmark: `loadgen --target sglang --rate 10` (extra `--sim-X V` go to the simulator)."""
     from loadgen.run.progress import summary_table
     from loadgen.run.runner import run_benchmark_sync
+    from loadgen.store.writer import store_run
 
     try:
         config = build_config(params, list(ctx.args), os.environ)
     except (ConfigError, click.UsageError) as exc:
         _fail(ctx, str(exc) if isinstance(exc, ConfigError) else exc.format_message())
+    try:
+        store = parse_store(params["store"], config.results_dir)
+    except StoreURLError as exc:
+        _fail(ctx, str(exc))
     _raise_fd_limit()
     try:
         result = run_benchmark_sync(config, progress=not params["quiet"])
     except ConfigError as exc:  # unreachable target, busy metrics port, unusable dataset
         _fail(ctx, str(exc))
+    store_run(store, config.results_dir, result.run_id, lambda line: click.echo(line, err=True))
     if params["json_output"]:
         click.echo(json.dumps(result.summary, indent=2, default=str))
     else:
