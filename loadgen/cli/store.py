@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from loadgen.store.db import StoreError, open_store
+from loadgen.store.schema import LATEST
 from loadgen.store.url import StoreURL, StoreURLError, parse_store
 
 STORE_HELP = (
@@ -80,15 +81,27 @@ def migrate(results_dir: str, store: str | None) -> None:
 @click.option("--results-dir", default="results", show_default=True, help="Where the default store is.")
 @store_option
 def info(results_dir: str, store: str | None) -> None:
-    """Print the store's schema version and how many runs it holds."""
+    """Print the store's schema version and how many runs it holds (changes nothing)."""
     url = _required(store, results_dir)
     try:
-        with open_store(url) as db:
+        with open_store(url, migrate=False) as db:
             facts = db.info()
     except StoreError as exc:
         click.echo(f"Error: results store {url.public}: {exc}", err=True)
         sys.exit(1)
-    click.echo(f"{facts.store}: schema version {facts.schema_version}, {facts.runs} runs")
+    click.echo(
+        f"{facts.store}: schema version {facts.schema_version}{_compared(facts.schema_version)}, "
+        f"{facts.runs} runs"
+    )
+
+
+def _compared(version: int) -> str:
+    """What this loadgen does with a schema of that version."""
+    if version > LATEST:
+        return f" (newer than this loadgen's {LATEST}: it will not write to it)"
+    if version < LATEST:
+        return f" (migrated to {LATEST} on the next write or `loadgen store migrate`)"
+    return ""
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -96,8 +96,10 @@ class Store:
         return value if adapt is None else adapt(value)
 
     def info(self) -> StoreInfo:
-        """Schema version and number of runs."""
-        return StoreInfo(self.url.public, self.version(), int(self._one(schema.COUNT_RUNS) or 0))
+        """Schema version and number of runs (read only: an older schema is not migrated)."""
+        version = self.version()
+        runs = int(self._one(schema.COUNT_RUNS) or 0) if version else 0
+        return StoreInfo(self.url.public, version, runs)
 
 
 @contextlib.contextmanager
