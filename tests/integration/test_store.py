@@ -308,3 +308,27 @@ def test_the_password_never_reaches_output_or_records(pg: PgCluster, tmp_path: P
     written = [p.read_text() for p in results.rglob("*") if p.is_file() and not p.name.endswith(".db")]
     assert written
     assert not [text for text in written if pg.password in text]
+
+
+def test_every_point_of_a_sweep_writes_its_row(backend: Backend, tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    exporter = f"http://127.0.0.1:{free_port()}"
+    args = ["sweep", "--concurrency", "1,2", "--num-prompts", "4", "--profile", "short", "--quiet"]
+    args += ["--metrics-port", "0", "--exporter-url", exporter, "--results-dir", str(results)]
+    result = loadgen(*args, "--store", backend.url)
+    assert result.exit_code == 0, result.output
+    points = run_ids(results)
+    assert len(points) == 2
+    assert sorted(stored(backend.url)) == points
+
+
+@pytest.mark.parametrize("command", ["run", "sweep"])
+def test_a_bad_store_is_a_usage_error_before_any_run(command: str, tmp_path: Path) -> None:
+    args = [command, "--target", "sim", "--results-dir", str(tmp_path), "--store", "mysql://u:pw9@h/db"]
+    if command == "sweep":
+        args += ["--concurrency", "1"]
+    result = loadgen(*args)
+    assert result.exit_code == 2
+    assert "unknown store 'mysql://u@h/db': use sqlite:///PATH" in result.output
+    assert "pw9" not in result.output
+    assert not any(tmp_path.iterdir())
