@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
@@ -83,6 +84,11 @@ def migrate(results_dir: str, store: str | None) -> None:
 def info(results_dir: str, store: str | None) -> None:
     """Print the store's schema version and how many runs it holds (changes nothing)."""
     url = _required(store, results_dir)
+    if url.dialect == "sqlite" and not Path(url.target).is_file():
+        click.echo(
+            f"Error: results store {url.public}: no such file (a run or `store migrate` creates it)", err=True
+        )
+        sys.exit(1)
     try:
         with open_store(url, migrate=False) as db:
             facts = db.info()

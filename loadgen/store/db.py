@@ -106,7 +106,10 @@ class Store:
 def open_store(url: StoreURL, *, migrate: bool = True) -> Iterator[Store]:
     """Connect (and by default migrate); driver errors become StoreError naming the public URL."""
     driver = DRIVERS[url.dialect]
-    errors: tuple[type[Exception], ...] = (*driver.errors(), OSError)
+    try:
+        errors: tuple[type[Exception], ...] = (*driver.errors(), OSError)
+    except ImportError as exc:  # psycopg missing from this environment
+        raise StoreError(f"{exc.name or exc} is not installed: pip install 'psycopg[binary]'") from None
     try:
         conn = driver.connect(url)
     except errors as exc:

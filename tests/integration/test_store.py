@@ -332,3 +332,10 @@ def test_a_bad_store_is_a_usage_error_before_any_run(command: str, tmp_path: Pat
     assert "unknown store 'mysql://u@h/db': use sqlite:///PATH" in result.output
     assert "pw9" not in result.output
     assert not any(tmp_path.iterdir())
+
+
+def test_info_on_a_missing_sqlite_store_creates_nothing(tmp_path: Path) -> None:
+    result = loadgen("store", "info", "--results-dir", str(tmp_path / "results"))
+    assert result.exit_code == 1
+    assert f"sqlite:///{tmp_path / 'results' / 'infergauge.db'}: no such file" in result.stderr
+    assert not any(tmp_path.iterdir())
