@@ -25,11 +25,11 @@ class NoPostgres(RuntimeError):
     """The server binaries or the rights to start them are missing."""
 
 
-def server_bin() -> Path:
-    """The newest /usr/lib/postgresql/*/bin holding initdb and pg_ctl."""
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"), key=lambda p: int(p.split("/")[4]))
+def server_bin(root: str = "/usr/lib/postgresql") -> Path:
+    """The newest ROOT/<major>/bin holding pg_ctl (Debian's layout)."""
+    found = sorted(glob.glob(f"{root}/*/bin/pg_ctl"), key=lambda p: int(Path(p).parts[-3]))
     if not found:
-        raise NoPostgres(f"no PostgreSQL server binaries under /usr/lib/postgresql/*/bin: {HOW_TO_GET_IT}")
+        raise NoPostgres(f"no PostgreSQL server binaries under {root}/*/bin: {HOW_TO_GET_IT}")
     return Path(found[-1]).parent
 
 

@@ -16,9 +16,9 @@ from click.testing import CliRunner, Result
 from loadgen.cli.main import cli
 from loadgen.store import schema
 from loadgen.store.db import open_store
-from loadgen.store.url import parse_store
+from loadgen.store.url import StoreURL, parse_store
 from tests.loadgen_servers import free_port
-from tests.pg_cluster import NoPostgres, PgCluster, pg_cluster
+from tests.pg_cluster import NoPostgres, PgCluster, pg_cluster, server_bin
 
 pytestmark = pytest.mark.xdist_group("store")
 
@@ -115,12 +115,19 @@ def sim_run(results: Path, store: str, *extra: str) -> Result:
     )
 
 
+def store_url(url: str) -> StoreURL:
+    """The parsed --store value of a test store."""
+    parsed = parse_store(url, ".")
+    assert parsed is not None
+    return parsed
+
+
 COLUMNS = ("run_id", "status", "partial", "output_throughput", "ttft_p99_s", "e2e_p99_s", "row_hash")
 
 
 def stored(url: str) -> dict[str, dict[str, Any]]:
     """Every row of the store's runs table (a few columns), by run_id."""
-    with open_store(parse_store(url, "."), migrate=False) as store:  # type: ignore[arg-type]
+    with open_store(store_url(url), migrate=False) as store:
         found = store.conn.execute(f"SELECT {', '.join(COLUMNS)} FROM runs ORDER BY run_id").fetchall()
     return {row[0]: dict(zip(COLUMNS, row, strict=True)) for row in found}
 
@@ -153,7 +160,7 @@ def test_the_manifest_is_stored_as_json_a_query_can_read(backend: Backend, tmp_p
     assert sim_run(results, backend.url).exit_code == 0
     (run_id,) = run_ids(results)
     manifest = json.loads((results / run_id / "manifest.json").read_text())
-    with open_store(parse_store(backend.url, "."), migrate=False) as store:  # type: ignore[arg-type]
+    with open_store(store_url(backend.url), migrate=False) as store:
         raw = store.conn.execute("SELECT manifest FROM runs").fetchone()[0]
     assert (json.loads(raw) if isinstance(raw, str) else raw) == manifest
 
@@ -215,7 +222,7 @@ def test_import_loads_every_folder_once(backend: Backend, tmp_path: Path) -> Non
 
 def _at_version_1(url: str) -> None:
     """A database as a loadgen of schema version 1 left it, with one run row."""
-    with open_store(parse_store(url, "."), migrate=False) as store:  # type: ignore[arg-type]
+    with open_store(store_url(url), migrate=False) as store:
         d = store.dialect
         with store.transaction():
             store.conn.execute(schema.CREATE_VERSION_TABLE)
@@ -254,7 +261,7 @@ def test_opening_a_version_1_database_migrates_it_and_keeps_its_rows(
 def test_a_newer_schema_is_refused_by_name(backend: Backend, tmp_path: Path) -> None:
     loadgen("store", "migrate", "--store", backend.url)
     newer = schema.LATEST + 1
-    with open_store(parse_store(backend.url, "."), migrate=False) as store:  # type: ignore[arg-type]
+    with open_store(store_url(backend.url), migrate=False) as store:
         for statement, params in schema.set_version(store.dialect, newer):
             store.conn.execute(statement, params)
     info = loadgen("store", "info", "--store", backend.url)
@@ -305,9 +312,9 @@ def test_the_password_never_reaches_output_or_records(pg: PgCluster, tmp_path: P
     for result in outputs:
         assert result.exit_code == 0, result.output
         assert pg.password not in result.output
-    written = [p.read_text() for p in results.rglob("*") if p.is_file() and not p.name.endswith(".db")]
-    assert written
-    assert not [text for text in written if pg.password in text]
+    written = {p: p.read_bytes() for p in results.rglob("*") if p.is_file()}
+    assert len(written) >= 7  # two run folders of three files, and runs.csv
+    assert not [p for p, data in written.items() if pg.password.encode() in data]
 
 
 def test_every_point_of_a_sweep_writes_its_row(backend: Backend, tmp_path: Path) -> None:
@@ -339,3 +346,13 @@ def test_info_on_a_missing_sqlite_store_creates_nothing(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert f"sqlite:///{tmp_path / 'results' / 'infergauge.db'}: no such file" in result.stderr
     assert not any(tmp_path.iterdir())
+
+
+def test_without_server_binaries_the_fixture_says_what_to_install(tmp_path: Path) -> None:
+    with pytest.raises(NoPostgres, match=r"apt-get install postgresql"):
+        server_bin(str(tmp_path))
+    (tmp_path / "9" / "bin").mkdir(parents=True)
+    (tmp_path / "9" / "bin" / "pg_ctl").touch()
+    (tmp_path / "15" / "bin").mkdir(parents=True)
+    (tmp_path / "15" / "bin" / "pg_ctl").touch()
+    assert server_bin(str(tmp_path)) == tmp_path / "15" / "bin"  # the newest major, not the last name
