@@ -356,3 +356,20 @@ def test_without_server_binaries_the_fixture_says_what_to_install(tmp_path: Path
     (tmp_path / "15" / "bin").mkdir(parents=True)
     (tmp_path / "15" / "bin" / "pg_ctl").touch()
     assert server_bin(str(tmp_path)) == tmp_path / "15" / "bin"  # the newest major, not the last name
+
+
+def test_every_run_of_an_experiment_plan_writes_its_row(backend: Backend, tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    sim = "python -m simengine --personality vllm --port {port} --time-scale 20"
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(
+        f"name: t\nresults_dir: {results}\n"
+        "defaults: {num_prompts: 4, seed: 7, metrics_port: 0, profile: short}\n"
+        f"engines:\n  sim:\n    kind: launch\n    command: {sim}\n    health_timeout_s: 30\n"
+        "phases:\n  - {name: p, kind: baseline, workloads: [short], concurrency: [1, 2]}\n"
+    )
+    result = loadgen("experiment", "run", str(plan), "--store", backend.url)
+    assert result.exit_code == 0, result.output
+    runs = run_ids(results)
+    assert len(runs) == 2
+    assert sorted(stored(backend.url)) == runs
