@@ -41,7 +41,17 @@ def test_the_manifest_is_stored_as_json_a_query_can_read(backend: Backend, tmp_p
     manifest = json.loads((results / run_id / "manifest.json").read_text())
     with open_store(store_url(backend.url), migrate=False) as store:
         raw = store.conn.execute("SELECT manifest FROM runs").fetchone()[0]
+        version, column = store.conn.execute(ENGINE_VERSION[backend.name]).fetchone()
     assert (json.loads(raw) if isinstance(raw, str) else raw) == manifest
+    assert version
+    assert version == column == manifest["engine"]["version"]  # a panel can filter on any manifest fact
+
+
+# the engine version read out of the stored manifest, as a Grafana SQL panel would
+ENGINE_VERSION = {
+    "sqlite": "SELECT json_extract(manifest, '$.engine.version'), engine_version FROM runs",
+    "postgresql": "SELECT manifest->'engine'->>'version', engine_version FROM runs",
+}
 
 
 def test_the_default_store_is_a_sqlite_file_under_the_results_dir(tmp_path: Path) -> None:
