@@ -4,9 +4,13 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 DEMO_SECONDS ?= 30
+DEMO_RESULTS ?= results
+FREE_PORT = $(BIN)/python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 PYTEST_ARGS ?=
+# system packages the tests need, as debian-package:command (postgresql: for the baselines store)
+DEPS ?= prometheus:promtool docker-compose:docker-compose postgresql:pg_ctl systemd:systemd-analyze
 
-.PHONY: demo test lint typecheck pytest bench venv clean
+.PHONY: demo test deps lint typecheck pytest bench venv clean
 
 venv: $(STAMP)
 
@@ -17,22 +21,29 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 ## demo: run loadgen for ~30 s against the embedded simulated engine, print where results went
+## (live metrics on a free port, printed first: the demo needs no fixed port)
 demo: $(STAMP)
-	$(BIN)/loadgen run --target sim --rate 8 --duration $(DEMO_SECONDS) --profile medium --linger 0 --results-dir results
+	@port=$$($(FREE_PORT)) && echo "live metrics: http://127.0.0.1:$$port/metrics (while the demo runs)" && \
+	$(BIN)/loadgen run --target sim --rate 8 --duration $(DEMO_SECONDS) --profile medium --linger 0 \
+		--metrics-port $$port --results-dir $(DEMO_RESULTS)
 
-## test: lint, type-check, then the whole test suite
-test: lint typecheck pytest
+## test: system packages (make deps), lint, type-check, then the whole test suite
+test: deps lint typecheck pytest
 
-LINTED := loadgen simengine exporter bench tests grafana
+## deps: install the missing Debian packages of DEPS with apt-get when root, else name them and stop
+deps:
+	@bash .ci/deps $(DEPS)
+
+LINTED := infergauge loadgen simengine exporter bench tests grafana
 
 lint: $(STAMP)
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/ruff format --check $(LINTED)
 
 typecheck: $(STAMP)
-	$(BIN)/mypy loadgen simengine exporter grafana/dashgen
+	$(BIN)/mypy infergauge loadgen simengine exporter grafana/dashgen
 
-pytest: $(STAMP)
+pytest: deps $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup $(PYTEST_ARGS)
 
 ## bench: our own speed and accuracy, printed as figures (not tests)

@@ -1,7 +1,8 @@
 """Wiring: which collectors run, the private registry, and the aiohttp app serving them.
 
 Endpoints: /metrics (Prometheus text), /manifest (JSON), /healthz ("ok"). A private
-CollectorRegistry is used, so importing this module never touches NVML.
+CollectorRegistry is used, so importing this module never touches NVML. Which collectors exist is
+collectors/registry.py's name -> factory map.
 """
 
 from __future__ import annotations
@@ -16,18 +17,13 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from exporter.collectors.base import Collector, CollectorSet
-from exporter.collectors.engine import EngineCollector
-from exporter.collectors.gpu import GpuCollector
-from exporter.collectors.host import HostCollector
+from exporter.collectors.base import Background, Collector, CollectorSet
+from exporter.collectors.registry import COLLECTORS, Sources, build_collectors
 from exporter.engines import EngineInspector
-from exporter.gpu_facts import first_gpu_hint
-from exporter.gpu_sampler import GpuSampler
 from exporter.manifest import ManifestBuilder
-from exporter.nvml import NvmlSession
+from exporter.nvml.reading import DEFAULT_TIMEOUT_S
+from exporter.nvml.session import NvmlSession
 from exporter.webconfig import WebConfig
-
-COLLECTORS = ("gpu", "engine", "host")
 
 
 @dataclass
@@ -42,10 +38,11 @@ class ExporterConfig:
     sample_interval_s: float = 1.0
     engine_api_key: str | None = None  # never logged or exported
     http_timeout_s: float = 1.0
+    nvml_timeout_s: float = DEFAULT_TIMEOUT_S  # deadline for each GPU's NVML reading in a scrape
 
 
 class Exporter:
-    """The collectors, sampler, registry and manifest builder of one exporter process."""
+    """The collectors (built from the name -> factory map), registry and manifest of one exporter."""
 
     def __init__(
         self,
@@ -55,34 +52,11 @@ class Exporter:
         inspector: EngineInspector | None = None,
     ) -> None:
         self.config = config
-        wanted = set(config.collectors)
-        self.session = (session or NvmlSession()) if "gpu" in wanted else None
-        self.sampler = GpuSampler(self.session, config.sample_interval_s) if self.session else None
-        self.inspector = (
-            (
-                inspector
-                or EngineInspector(
-                    config.engine_urls,
-                    discover=config.discover,
-                    api_key=config.engine_api_key,
-                    http_timeout_s=config.http_timeout_s,
-                )
-            )
-            if "engine" in wanted
-            else None
-        )
-        collectors: list[Collector] = []
-        if self.session is not None:
-            collectors.append(GpuCollector(self.session, sampler=self.sampler))
-        if self.inspector is not None:
-            collectors.append(EngineCollector(self.inspector))
-        if "host" in wanted:
-            collectors.append(HostCollector())
-        if self.inspector is not None and self.session is not None:
-            self.inspector.gpu_memory_bytes, self.inspector.gpu_name = first_gpu_hint(self.session)
+        self.sources = Sources(session or NvmlSession(), inspector)
+        self.collectors: dict[str, Collector] = {c.name: c for c in build_collectors(config, self.sources)}
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(CollectorSet(collectors))
-        self.manifest = ManifestBuilder(self.session, self.inspector, sampler=self.sampler)
+        self.registry.register(CollectorSet(list(self.collectors.values())))
+        self.manifest = ManifestBuilder(list(self.collectors.values()))
         self._scrape_lock = threading.Lock()
 
     def metrics_text(self) -> bytes:
@@ -94,17 +68,23 @@ class Exporter:
         """The manifest as JSON bytes."""
         return json.dumps(self.manifest.build(), indent=2, default=str).encode()
 
+    def _background(self) -> list[Background]:
+        return [c for c in self.collectors.values() if isinstance(c, Background)]
+
     def start(self) -> None:
-        """Start the background sampler."""
-        if self.sampler is not None:
-            self.sampler.start()
+        """Start the collectors' background work (the GPU sampler)."""
+        for collector in self._background():
+            collector.start()
+
+    def tick(self) -> None:
+        """One background pass now (what `--once metrics` does before its scrape)."""
+        for collector in self._background():
+            collector.tick()
 
     def stop(self) -> None:
-        """Stop the sampler, release NVML."""
-        if self.sampler is not None:
-            self.sampler.stop()
-        if self.session is not None:
-            self.session.shutdown()
+        """Stop background work, release NVML."""
+        for collector in self._background():
+            collector.stop()
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

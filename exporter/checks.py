@@ -12,7 +12,8 @@ HARD_THROTTLE = {"hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "h
 SOFT_THROTTLE = {"sw_power_cap"}
 
 
-def _check(check_id: str, severity: str, message: str) -> dict[str, str]:
+def finding(check_id: str, severity: str, message: str) -> dict[str, str]:
+    """One check result as the manifest lists it."""
     return {"id": check_id, "severity": severity, "message": message}
 
 
@@ -24,20 +25,22 @@ def gpu_checks(gpus: list[dict[str, Any]], engine_pids: set[int]) -> list[dict[s
         reasons = set(gpu.get("clock_event_reasons", []))
         if reasons & HARD_THROTTLE:
             found.append(
-                _check("gpu_throttling", "error", f"{tag} is throttled now: {', '.join(sorted(reasons))}")
+                finding("gpu_throttling", "error", f"{tag} is throttled now: {', '.join(sorted(reasons))}")
             )
         elif reasons & SOFT_THROTTLE:
-            found.append(_check("gpu_power_capped", "warning", f"{tag} is at its power cap now"))
+            found.append(finding("gpu_power_capped", "warning", f"{tag} is at its power cap now"))
         foreign = [p for p in gpu.get("processes", []) if p["pid"] not in engine_pids]
         if foreign and engine_pids:
             names = ", ".join(f"{p['pid']} {p['process']}" for p in foreign)
             found.append(
-                _check("foreign_gpu_processes", "warning", f"{tag} has processes besides the engine: {names}")
+                finding(
+                    "foreign_gpu_processes", "warning", f"{tag} has processes besides the engine: {names}"
+                )
             )
         elif foreign:
             names = ", ".join(f"{p['pid']} {p['process']}" for p in foreign)
             found.append(
-                _check("gpu_processes", "info", f"{tag} has processes and no engine was found: {names}")
+                finding("gpu_processes", "info", f"{tag} has processes and no engine was found: {names}")
             )
         bad = {
             k: v
@@ -45,21 +48,21 @@ def gpu_checks(gpus: list[dict[str, Any]], engine_pids: set[int]) -> list[dict[s
             if v and ("DBE" in k or "UNCORRECTABLE" in k or "FAILURE" in k)
         }
         if bad:
-            found.append(_check("gpu_memory_errors", "error", f"{tag} reports memory errors: {bad}"))
+            found.append(finding("gpu_memory_errors", "error", f"{tag} reports memory errors: {bad}"))
         if gpu.get("xid"):
-            found.append(_check("gpu_xid", "error", f"{tag} last XID error {gpu['xid']}"))
+            found.append(finding("gpu_xid", "error", f"{tag} last XID error {gpu['xid']}"))
         if not gpu.get("clock_locks", {}).get("locked"):
             found.append(
-                _check(
+                finding(
                     "clocks_not_locked",
                     "info",
                     f"{tag} clocks are not locked; boost varies run to run (nvidia-smi -lgc to lock)",
                 )
             )
         if gpu.get("persistence_mode") is False:
-            found.append(_check("persistence_mode_off", "warning", f"{tag} persistence mode is off"))
+            found.append(finding("persistence_mode_off", "warning", f"{tag} persistence mode is off"))
     if len({g["name"] for g in gpus}) > 1:
-        found.append(_check("mixed_gpu_models", "warning", "GPUs of different models on one host"))
+        found.append(finding("mixed_gpu_models", "warning", "GPUs of different models on one host"))
     return found
 
 
@@ -67,12 +70,12 @@ def engine_checks(engines: list[dict[str, Any]], configured_urls: list[str]) -> 
     """Configured engines that do not answer, no engine at all, unknown versions."""
     found: list[dict[str, str]] = []
     if not engines:
-        found.append(_check("no_engine", "info", "no vLLM, SGLang or simulated engine found on this host"))
+        found.append(finding("no_engine", "info", "no vLLM, SGLang or simulated engine found on this host"))
     for engine in engines:
         if engine["url"] in configured_urls and not engine["up"]:
             found.append(
-                _check("engine_down", "error", f"{engine['engine']} at {engine['url']} does not answer")
+                finding("engine_down", "error", f"{engine['engine']} at {engine['url']} does not answer")
             )
         if engine["up"] and not engine.get("version"):
-            found.append(_check("engine_version_unknown", "warning", f"{engine['engine']} version unknown"))
+            found.append(finding("engine_version_unknown", "warning", f"{engine['engine']} version unknown"))
     return found

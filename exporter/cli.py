@@ -7,6 +7,7 @@ space-separated for several); flags win over the environment.
 from __future__ import annotations
 
 import logging
+import socket
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -14,10 +15,15 @@ from typing import Any, TypeVar
 import click
 from aiohttp import web
 
-from exporter.app import COLLECTORS, Exporter, ExporterConfig, build_app
+from exporter.app import Exporter, ExporterConfig, build_app
+from exporter.collectors.registry import COLLECTORS
+from exporter.nvml.reading import DEFAULT_TIMEOUT_S
 from exporter.webconfig import WebConfigError, load_web_config
 
 ENV_PREFIX = "INFERGAUGE_EXPORTER"
+# All interfaces, as before the option existed: the compose stack's Prometheus reaches the exporter
+# from another container (its port is published on 127.0.0.1 only). See README "Exporter".
+DEFAULT_LISTEN_ADDRESS = "0.0.0.0"
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -26,6 +32,14 @@ def _validate_url(_ctx: click.Context, _param: click.Parameter, values: tuple[st
         if not url.startswith(("http://", "https://")):
             raise click.BadParameter(f"{url!r} is not an http(s) URL")
     return list(values)
+
+
+def _validate_address(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    try:
+        socket.getaddrinfo(value, None, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise click.BadParameter(f"{value!r} is not an address of this host ({exc})") from None
+    return value
 
 
 def _env(name: str) -> str:
@@ -45,7 +59,16 @@ def _collectors(flag: str, dest: str, help_text: str) -> Callable[[F], F]:
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
 @_option("--port", type=click.IntRange(0, 65535), default=9402, help="Listen port.")
-@_option("--host", "listen_host", default="0.0.0.0", help="Listen address.")
+@click.option(
+    "--listen-address",
+    "--host",
+    "listen_host",
+    envvar=[_env("LISTEN_ADDRESS"), _env("HOST")],
+    default=DEFAULT_LISTEN_ADDRESS,
+    callback=_validate_address,
+    help="Address to listen on: 127.0.0.1 keeps /metrics and /manifest (launch flags, host facts) on "
+    "this host; the default serves a Prometheus on another host or in a container.",
+)
 @_option(
     "--engine-url",
     multiple=True,
@@ -66,6 +89,12 @@ def _collectors(flag: str, dest: str, help_text: str) -> Callable[[F], F]:
     type=click.FloatRange(0, 60),
     default=1.0,
     help="Seconds between background samples of power/utilization peaks and GPM (0 = off).",
+)
+@_option(
+    "--nvml-timeout",
+    type=click.FloatRange(0.01, 60),
+    default=DEFAULT_TIMEOUT_S,
+    help="Seconds a scrape waits for one GPU's NVML reading; a late GPU serves its last good values.",
 )
 @_collectors("--collector", "enabled", "Run only these collectors (repeatable). Default: all.")
 @_collectors("--no-collector", "disabled", "Do not run this collector (repeatable).")
@@ -88,6 +117,13 @@ def _collectors(flag: str, dest: str, help_text: str) -> Callable[[F], F]:
     hidden=True,
     help="Testing/benchmarks only: N simulated GPUs instead of NVML (modelName says fake).",
 )
+@_option(
+    "--fake-hung-gpu",
+    type=click.IntRange(0, 63),
+    multiple=True,
+    hidden=True,
+    help="Testing/benchmarks only: this fake GPU's NVML calls never return (repeatable).",
+)
 @_option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info")
 def main(
     port: int,
@@ -96,11 +132,13 @@ def main(
     engine_api_key: str | None,
     discover: bool,
     sample_interval: float,
+    nvml_timeout: float,
     enabled: tuple[str, ...],
     disabled: tuple[str, ...],
     web_config_file: str | None,
     once: str | None,
     fake_gpus: int,
+    fake_hung_gpu: tuple[int, ...],
     log_level: str,
 ) -> None:
     """Sidecar exporter: GPU (NVML, dcgm-exporter names), engine launch parameters, host manifest."""
@@ -114,6 +152,7 @@ def main(
         discover=discover,
         sample_interval_s=sample_interval,
         engine_api_key=engine_api_key,
+        nvml_timeout_s=nvml_timeout,
     )
     web_config = None
     if web_config_file:
@@ -121,7 +160,13 @@ def main(
             web_config = load_web_config(web_config_file)
         except WebConfigError as exc:
             raise click.BadParameter(str(exc), param_hint="--web-config-file") from exc
-    exporter = Exporter(config, session=_fake_session(fake_gpus) if fake_gpus else None)
+    for index in fake_hung_gpu:
+        if index >= fake_gpus:
+            raise click.BadParameter(
+                f"{index} is not one of the {fake_gpus} fake GPUs", param_hint="--fake-hung-gpu"
+            )
+    session = _fake_session(fake_gpus, fake_hung_gpu) if fake_gpus else None
+    exporter = Exporter(config, session=session)
     if once:
         _print_once(exporter, once)
         return
@@ -139,18 +184,20 @@ def main(
     )
 
 
-def _fake_session(gpus: int) -> Any:
-    from exporter.fake_nvml import FakeGpu, FakeNvml
-    from exporter.nvml import NvmlSession
+def _fake_session(gpus: int, hung: tuple[int, ...]) -> Any:
+    from exporter.nvml.fake import FakeGpu, FakeNvml
+    from exporter.nvml.session import NvmlSession
 
-    return NvmlSession(FakeNvml([FakeGpu(i, name="NVIDIA H200 (fake)") for i in range(gpus)]))
+    nvml = FakeNvml([FakeGpu(i, name="NVIDIA H200 (fake)") for i in range(gpus)])
+    for index in hung:
+        nvml.hang(index, float("inf"))
+    return NvmlSession(nvml)
 
 
 def _print_once(exporter: Exporter, what: str) -> None:
     try:
         if what == "metrics":
-            if exporter.sampler is not None:
-                exporter.sampler.tick()
+            exporter.tick()
             sys.stdout.write(exporter.metrics_text().decode())
         else:
             sys.stdout.write(exporter.manifest_json().decode() + "\n")

@@ -13,26 +13,9 @@ from dataclasses import dataclass, field
 
 import psutil
 
-from exporter.engine_params import Value, detect_engine, parse_cmdline
-
-# Titles engine children give themselves (setproctitle), mapped to their engine.
-CHILD_TITLES: dict[str, str] = {
-    "VLLM::EngineCore": "vllm",
-    "VLLM::Worker": "vllm",
-    "sglang::scheduler": "sglang",
-    "sglang::detokenizer": "sglang",
-    "sglang::data_parallel_controller": "sglang",
-}
-DEFAULT_PORTS = {"vllm": 8000, "sglang": 30000, "simengine": 8000}
-ENV_PREFIXES = (
-    "CUDA_VISIBLE_DEVICES",
-    "NCCL_",
-    "VLLM_",
-    "SGLANG_",
-    "HF_",
-    "TORCH_",
-    "PYTORCH_CUDA_ALLOC_CONF",
-)
+from infergauge import engines
+from infergauge.engines.base import Value
+from infergauge.engines.params import parse_cmdline
 
 
 @dataclass(frozen=True)
@@ -59,10 +42,11 @@ class EngineProcess:
     def port(self) -> int:
         """The HTTP port: --port (else the engine's default), unless the process listens elsewhere
         (`--port 0`, a port from a config file): then the first port it listens on."""
+        default = engines.get(self.engine).default_port
         try:
-            flagged = int(str(self.args.get("port", DEFAULT_PORTS[self.engine])))
+            flagged = int(str(self.args.get("port", default)))
         except ValueError:
-            flagged = DEFAULT_PORTS[self.engine]
+            flagged = default
         if self.listening and flagged not in self.listening:
             return self.listening[0]
         return flagged
@@ -79,40 +63,39 @@ class EngineProcess:
 def title_engine(cmdline: Iterable[str]) -> str | None:
     """The engine of a retitled child (`VLLM::EngineCore`, `sglang::scheduler`), else None."""
     parts = list(cmdline)
-    if not parts:
-        return None
-    return CHILD_TITLES.get(parts[0].strip())
+    spec = engines.by_title(parts[0]) if parts else None
+    return spec.name if spec else None
 
 
 def find_engines(procs: list[ProcInfo]) -> list[EngineProcess]:
     """Engine API servers among `procs` (a forked child with the same command line is not another)."""
     by_pid = {p.pid: p for p in procs}
-    engines: dict[int, EngineProcess] = {}
+    found: dict[int, EngineProcess] = {}
     for proc in sorted(procs, key=lambda p: p.pid):
-        engine, args = parse_cmdline(proc.cmdline)
-        if engine is None:
+        spec, args = parse_cmdline(proc.cmdline)
+        if spec is None:
             continue
         parent = by_pid.get(proc.ppid)
         if parent is not None and parent.cmdline == proc.cmdline:
             continue
-        engines[proc.pid] = EngineProcess(engine, proc.pid, list(proc.cmdline), args)
+        found[proc.pid] = EngineProcess(spec.name, proc.pid, list(proc.cmdline), args)
     for proc in procs:
-        owner = engine_ancestor(proc.pid, by_pid, engines)
+        owner = engine_ancestor(proc.pid, by_pid, found)
         if owner is not None and owner.pid != proc.pid:
             owner.children.append(proc.pid)
-    return list(engines.values())
+    return list(found.values())
 
 
 def engine_ancestor(
-    pid: int, by_pid: dict[int, ProcInfo], engines: dict[int, EngineProcess]
+    pid: int, by_pid: dict[int, ProcInfo], servers: dict[int, EngineProcess]
 ) -> EngineProcess | None:
     """The engine API server that `pid` is, or descends from (walks up at most 16 parents)."""
     current: int | None = pid
     for _ in range(16):
         if current is None:
             return None
-        if current in engines:
-            return engines[current]
+        if current in servers:
+            return servers[current]
         proc = by_pid.get(current)
         current = proc.ppid if proc is not None and proc.ppid != current else None
     return None
@@ -135,7 +118,7 @@ def read_processes() -> list[ProcInfo]:
     for proc in psutil.process_iter(["pid", "ppid", "cmdline"]):
         info = proc.info
         cmdline = info.get("cmdline") or []
-        if len(cmdline) == 1 and " " in cmdline[0] and detect_engine(cmdline[0].split())[0]:
+        if len(cmdline) == 1 and " " in cmdline[0] and engines.detect_cmdline(cmdline[0].split())[0]:
             cmdline = cmdline[0].split()  # a process that rewrote argv as one string
         procs.append(ProcInfo(int(info["pid"]), int(info.get("ppid") or 0), tuple(cmdline)))
     return procs
@@ -147,7 +130,8 @@ def relevant_env(pid: int) -> dict[str, str]:
         environ = psutil.Process(pid).environ()
     except (psutil.Error, OSError):
         return {}
-    return {k: v for k, v in sorted(environ.items()) if k.startswith(ENV_PREFIXES)}
+    prefixes = engines.env_prefixes()
+    return {k: v for k, v in sorted(environ.items()) if k.startswith(prefixes)}
 
 
 def listening_ports(pid: int) -> list[int]:

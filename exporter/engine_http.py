@@ -1,8 +1,8 @@
 """Asking a running engine about itself over HTTP: up, version, served model, server args.
 
-vLLM: `/version`, `/v1/models` (max_model_len), `/server_info` (dev mode only). SGLang 0.5.x:
-`/get_server_info` (all server args + version; `/version` answers 404), `/get_model_info`.
-The simulated engine answers like the personality it plays.
+Every metadata endpoint a registered engine answers is asked once (`infergauge.engines.metadata_paths`),
+and the engine is recognised from what the bodies *contain* (`detect_http`), not from which
+endpoint answered: a vLLM in dev mode and the simulated vLLM answer `/server_info` too.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
-from exporter.redact import redact_url
+from infergauge.engines import EngineSpec, detect_http, metadata_paths
+from infergauge.redact import redact_url
 
 
 @dataclass
@@ -26,7 +27,9 @@ class EngineHttpFacts:
     version: str | None = None
     model: str | None = None
     max_model_len: int | None = None
-    server_args: dict[str, Any] = field(default_factory=dict)
+    server_args: dict[str, Any] = field(default_factory=dict)  # the server-info body's scalar fields
+    server_info: dict[str, Any] | None = None  # the whole server-info body, for resolve()
+    server_info_path: str = ""
 
 
 class Unreachable(Exception):
@@ -48,48 +51,48 @@ def get_json(url: str, timeout_s: float, headers: dict[str, str] | None = None) 
         return None
 
 
-def _engine_of_server_info(info: dict[str, Any]) -> str:
-    if "simengine" in json.dumps(info.get("engine", "")).lower() or info.get("simulated"):
-        return "simengine"
-    if "mem_fraction_static" in info or "tp_size" in info:
-        return "sglang"
-    return "vllm"
-
-
-def poll_engine(base_url: str, timeout_s: float = 1.0, api_key: str | None = None) -> EngineHttpFacts:
-    """Ask `base_url` for version, models and server args; `engine` guessed from what answers."""
-    base = base_url.rstrip("/")
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    facts = EngineHttpFacts(url=redact_url(base))
-    try:
-        _ask(base, timeout_s, headers, facts)
-    except Unreachable:
-        facts.up = False
-    return facts
-
-
-def _ask(base: str, timeout_s: float, headers: dict[str, str], facts: EngineHttpFacts) -> None:
-    models = get_json(f"{base}/v1/models", timeout_s, headers)
+def facts_from_bodies(url: str, bodies: dict[str, Any]) -> EngineHttpFacts:
+    """Pure: the facts a set of metadata bodies ({path: JSON or None}) tell about one engine."""
+    facts = EngineHttpFacts(url=url, up=any(body is not None for body in bodies.values()))
+    models = bodies.get("/v1/models")
     if isinstance(models, dict) and models.get("data"):
         first = models["data"][0]
-        facts.up = True
         facts.model = str(first.get("id"))
         if isinstance(first.get("max_model_len"), int):
             facts.max_model_len = first["max_model_len"]
-    version = get_json(f"{base}/version", timeout_s, headers)
-    if isinstance(version, dict) and "version" in version:
-        facts.up, facts.version, facts.engine = True, str(version["version"]), "vllm"
-    for path in ("/get_server_info", "/server_info"):
-        info = get_json(f"{base}{path}", timeout_s, headers)
+    spec = detect_http(bodies)
+    if spec is None:
+        return facts
+    facts.engine = spec.name
+    _server_info(spec, bodies, facts)
+    version = bodies.get(spec.version_path or "")
+    if isinstance(version, dict) and version.get("version"):
+        facts.version = str(version["version"])
+    return facts
+
+
+def _server_info(spec: EngineSpec, bodies: dict[str, Any], facts: EngineHttpFacts) -> None:
+    for path in spec.server_info.paths:
+        info = bodies.get(path)
         if isinstance(info, dict) and info:
-            facts.up = True
-            facts.engine = (
-                _engine_of_server_info(info)
-                if facts.engine is None or path == "/get_server_info"
-                else facts.engine
-            )
-            facts.version = facts.version or (str(info["version"]) if "version" in info else None)
+            facts.server_info, facts.server_info_path = info, path
             facts.server_args = {
-                k: v for k, v in info.items() if isinstance(v, (str, int, float, bool)) or v is None
+                k: v for k, v in info.items() if isinstance(v, str | int | float | bool) or v is None
             }
-            break
+            key = spec.server_info.version_key
+            if key and info.get(key):
+                facts.version = str(info[key])
+            return
+
+
+def poll_engine(base_url: str, timeout_s: float = 1.0, api_key: str | None = None) -> EngineHttpFacts:
+    """Ask `base_url` every metadata endpoint; the engine recognised from the answers' content."""
+    base = base_url.rstrip("/")
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    bodies: dict[str, Any] = {}
+    for path in metadata_paths():
+        try:
+            bodies[path] = get_json(f"{base}{path}", timeout_s, headers)
+        except Unreachable:
+            break  # nothing more will answer; what already answered still counts
+    return facts_from_bodies(redact_url(base), bodies)

@@ -21,11 +21,11 @@ from exporter.discovery import (
     relevant_env,
 )
 from exporter.engine_http import EngineHttpFacts, poll_engine
-from exporter.engine_params import neutral_sources, parse_flags, to_neutral
 from exporter.model_info import read_model_config
-from exporter.redact import redact_argv, redact_mapping
-
-PACKAGES = {"vllm": "vllm", "sglang": "sglang", "simengine": "infergauge"}
+from infergauge import engines
+from infergauge.engines.params import model_of
+from infergauge.engines.resolve import resolve, server_args
+from infergauge.redact import redact_argv, redact_mapping
 
 
 @dataclass
@@ -57,7 +57,7 @@ def version_from_interpreter(pid: int, engine: str, timeout_s: float = 10.0) -> 
         exe = psutil.Process(pid).exe()
     except (psutil.Error, OSError):
         return None
-    code = f"import importlib.metadata as m; print(m.version({PACKAGES[engine]!r}))"
+    code = f"import importlib.metadata as m; print(m.version({engines.get(engine).package!r}))"
     try:
         done = subprocess.run(
             [exe, "-c", code], capture_output=True, text=True, timeout=timeout_s, check=False
@@ -126,46 +126,45 @@ class EngineInspector:
         return reports
 
     def _report(self, proc: EngineProcess | None, http: EngineHttpFacts) -> EngineReport:
-        engine = proc.engine if proc else (http.engine or "unknown")
+        name = proc.engine if proc else (http.engine or "unknown")
+        spec = engines.ENGINES.get(name)
+        speaker = engines.ENGINES.get(http.engine or "") or spec
         args: dict[str, Any] = dict(proc.args) if proc else {}
-        if not proc and engine == "sglang" and http.server_args:
-            args = {k: v for k, v in http.server_args.items() if v is not None}
+        if not proc and speaker is not None and http.server_info:
+            args = {k: v for k, v in server_args(speaker, http.server_info).items() if v is not None}
         env = self.read_env(proc.pid) if proc else {}
-        version = http.version or (self._interpreter_version(proc) if proc else None)
-        model = str(args.get("served_model_name") or args.get("model") or http.model or "") or None
-        if http.max_model_len and "max_model_len" not in args and engine != "sglang":
-            args["max_model_len"] = http.max_model_len
-        params = self._neutral(engine, args)
-        return EngineReport(
-            engine=engine,
-            version=version,
-            model=model,
+        model_path = str(args.get("model") or args.get("model_path") or "")
+        model_config = read_model_config(model_path, env) if model_path else {}
+        report = EngineReport(
+            engine=name,
+            version=http.version or (self._interpreter_version(proc) if proc else None),
+            model=(model_of(spec, args) if spec else None) or http.model,
             pid=proc.pid if proc else None,
             url=http.url,
             up=http.up,
             cmdline=redact_argv(proc.argv) if proc else [],
             args=redact_mapping(args),
-            params=params,
-            param_sources=neutral_sources(engine, args) if engine in PACKAGES else {},
-            model_config=read_model_config(str(args.get("model") or args.get("model_path") or ""), env)
-            if args.get("model") or args.get("model_path")
-            else {},
+            model_config=model_config,
             env=redact_mapping(env),
             gpu_pids=list(proc.children) if proc else [],
         )
-
-    def _neutral(self, engine: str, args: dict[str, Any]) -> dict[str, Any]:
-        if engine not in PACKAGES:
-            return {}
-        return to_neutral(engine, args, gpu_memory_bytes=self.gpu_memory_bytes, gpu_name=self.gpu_name)
+        if spec is not None:
+            resolved = resolve(
+                spec,
+                cmdline=proc.args if proc else {},
+                server_info=http.server_info,
+                server_info_path=http.server_info_path,
+                max_model_len=http.max_model_len,
+                model_config=model_config,
+                server_spec=speaker,
+                gpu_memory_bytes=self.gpu_memory_bytes,
+                gpu_name=self.gpu_name,
+            )
+            report.params, report.param_sources = resolved.params, resolved.param_sources
+        return report
 
     def _interpreter_version(self, proc: EngineProcess) -> str | None:
         key = (proc.pid, proc.engine)
         if key not in self._versions:
             self._versions[key] = self.ask_interpreter(proc.pid, proc.engine)
         return self._versions[key]
-
-
-def args_from_flags(engine: str, flags: list[str]) -> dict[str, Any]:
-    """Parse a bare flag list (no program name) in `engine`'s spelling."""
-    return dict(parse_flags(engine, flags))

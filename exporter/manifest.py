@@ -1,61 +1,56 @@
-"""GET /manifest: host, GPUs, topology, engines and checks as one JSON object (docs/CONTRACTS.md)."""
+"""GET /manifest: host, GPUs, topology, engines and checks as one JSON object (docs/CONTRACTS.md).
+
+The manifest asks each collector for its `facts()`; only checks across collectors live here.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from exporter.checks import _check, engine_checks, gpu_checks
-from exporter.engines import EngineInspector
-from exporter.gpu_facts import gpu_manifest
-from exporter.gpu_sampler import GpuSampler
+from exporter.checks import finding, gpu_checks
+from exporter.collectors.base import Collector
 from exporter.host import host_facts
-from exporter.nvml import NvmlSession
+
+LOG = logging.getLogger(__name__)
 
 
 class ManifestBuilder:
-    """Builds the manifest from the same sources the collectors use."""
+    """Builds the manifest from the collectors' facts (host facts read directly when none has them)."""
 
     def __init__(
-        self,
-        session: NvmlSession | None,
-        inspector: EngineInspector | None,
-        *,
-        sampler: GpuSampler | None = None,
-        host: Callable[[], dict[str, Any]] = host_facts,
+        self, collectors: Sequence[Collector], *, host: Callable[[], dict[str, Any]] = host_facts
     ) -> None:
-        self.session = session
-        self.inspector = inspector
-        self.sampler = sampler
+        self.collectors = list(collectors)
         self.host = host
 
     def build(self) -> dict[str, Any]:
         """A fresh manifest (engines re-read, not cached)."""
+        known: dict[str, Any] = {
+            "gpus": [],
+            "topology": {"matrix": [], "interconnect": "unknown"},
+            "engines": [],
+        }
         checks: list[dict[str, str]] = []
-        gpus: list[dict[str, Any]] = []
-        topology: dict[str, Any] = {"matrix": [], "interconnect": "unknown"}
-        if self.session is not None:
-            gpus, topology, error = gpu_manifest(self.session)
-            if error:
-                checks.append(_check("gpu_unavailable", "warning" if not gpus else "error", error))
-            for gpu in gpus:
-                if self.sampler is not None:
-                    gpu["xid"] = self.sampler.last_xid(gpu["index"])
-        if self.inspector is not None and gpus and self.inspector.gpu_memory_bytes is None:
-            # vLLM's batch defaults depend on the GPU (see exporter.engine_params)
-            self.inspector.gpu_memory_bytes = gpus[0]["memory_total_bytes"]
-            self.inspector.gpu_name = gpus[0]["name"]
-        engines = [r.as_dict() for r in self.inspector.reports(fresh=True)] if self.inspector else []
-        if self.inspector is not None:
-            checks += engine_checks(engines, self.inspector.engine_urls)
+        for collector in self.collectors:
+            try:
+                part = collector.facts(known)
+            except Exception as exc:  # one collector's facts failing leaves the others' manifest
+                LOG.warning("collector %s facts failed: %s", collector.name, exc)
+                checks.append(finding("collector_facts_failed", "warning", f"{collector.name}: {exc}"))
+                continue
+            checks += part.pop("checks", [])
+            known.update(part)
+        engines = known["engines"]
         engine_pids = {pid for e in engines for pid in [e["pid"], *e["gpu_pids"]] if pid is not None}
-        checks += gpu_checks(gpus, engine_pids)
+        checks += gpu_checks(known["gpus"], engine_pids)
         return {
             "collected_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
-            "host": self.host(),
-            "gpus": gpus,
-            "topology": topology,
+            "host": known.get("host") or self.host(),
+            "gpus": known["gpus"],
+            "topology": known["topology"],
             "engines": engines,
             "checks": checks,
         }

@@ -55,6 +55,9 @@ def scrape_problems(metrics_text: str, manifest: dict[str, Any]) -> list[str]:
         problems.append("gpu collector did not succeed")
     gpus = manifest.get("gpus", [])
     by_gpu = samples_by_gpu(metrics_text)
+    late = [gpu for gpu, values in by_gpu.items() if values.get("infergauge_gpu_read_success") == 0]
+    if late:
+        problems.append(f"gpu {', '.join(sorted(late))}: NVML did not answer within the scrape deadline")
     if not gpus:
         problems.append("manifest lists no GPU")
     for gpu in gpus:

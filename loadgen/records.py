@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-OUTCOMES = ("ok", "http_error", "timeout", "disconnect", "protocol_error", "cancelled")
+OUTCOMES = ("ok", "http_error", "timeout", "connect_error", "disconnect", "protocol_error", "cancelled")
+# stopped by loadgen itself (a stop, --max-error-rate, Ctrl-C): neither a success nor a failure
+SELF_CANCELLED = "cancelled"
 
 
 @dataclass(slots=True)
@@ -38,11 +40,22 @@ class RequestRecord:
     error: str | None = None
     raw: list[tuple[int, bytes]] | None = None  # stamped body until `finalize` parses it
     fallback: tuple[str, str] | None = None  # (outcome, error) of a stream cut short
+    slot_free_ns: int = 0  # when a --max-concurrency slot came free for it, if it had to wait; else 0
+
+    @property
+    def due_ns(self) -> int:
+        """When the request was due: max(scheduled send, the moment its concurrency slot came free)."""
+        return max(self.scheduled_ns, self.slot_free_ns)
 
     @property
     def schedule_lag_ns(self) -> int:
-        """Actual send minus scheduled send."""
-        return self.sent_ns - self.scheduled_ns
+        """The client's own lateness: actual send minus due time (slot wait excluded)."""
+        return self.sent_ns - self.due_ns
+
+    @property
+    def slot_wait_ns(self) -> int:
+        """Time spent waiting for a --max-concurrency slot: due time minus scheduled send."""
+        return self.due_ns - self.scheduled_ns
 
 
 @dataclass(frozen=True)
@@ -55,6 +68,7 @@ class RunResult:
     manifest: dict[str, Any]
     partial: bool
     exit_code: int
+    not_written: dict[str, str] = field(default_factory=dict)  # file name -> why it was not written
 
 
 def mark_cut_short(record: RequestRecord, reads: list[tuple[int, bytes]], outcome: str, error: str) -> None:

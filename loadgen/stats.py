@@ -5,8 +5,14 @@ Definitions (as `vllm bench serve`), all from `time.perf_counter_ns()` stamped w
 - E2E  = last token-bearing chunk - request send (usage-only chunk and [DONE] excluded).
 - TPOT = (E2E - TTFT) / (output_tokens - 1), only when output_tokens >= 2.
 - ITL  = gap between consecutive token-bearing chunks, one value per gap.
-- Schedule lag = actual send - scheduled send.
+- Due time = max(scheduled send, moment a --max-concurrency slot came free for the request).
+- Slot wait = due time - scheduled send: the queueing the user asked for with --max-concurrency.
+- Schedule lag (the client's own lateness) = actual send - due time; scheduled - sent = lag + slot wait.
 - Goodput = requests/s (measured window) of ok requests that meet every SLO given.
+- Error rate = failed / (ok + failed), failed = every outcome but `ok` and `cancelled`: a request
+  loadgen cancelled itself (a stop, --max-error-rate, Ctrl-C) is neither a success nor a failure.
+- Mean prompt / output tokens = mean over ok requests of usage's counts (the configured length when
+  the server gave no prompt count).
 Percentiles use linear interpolation between closest ranks (numpy's default), on raw samples.
 """
 
@@ -18,7 +24,7 @@ from itertools import chain, repeat
 from operator import sub, truediv
 from typing import Any
 
-from loadgen.records import OUTCOMES, RequestRecord
+from loadgen.records import OUTCOMES, SELF_CANCELLED, RequestRecord
 
 NS = 1e9
 PERCENTILES = (50, 90, 95, 99)
@@ -107,6 +113,20 @@ def _rate(n: float, seconds: float) -> float:
     return n / seconds if seconds > 0 else 0.0
 
 
+def error_rate(ok: int, failed: int) -> float:
+    """failed / (ok + failed); cancelled requests are in neither (0.0 when there are none)."""
+    return failed / (ok + failed) if ok + failed else 0.0
+
+
+def prompt_tokens_of(r: RequestRecord) -> int:
+    """Prompt tokens of a request: usage's count, else the configured input length."""
+    return r.input_len if r.prompt_tokens is None else r.prompt_tokens
+
+
+def _mean(total: int, n: int) -> float | None:
+    return total / n if n else None
+
+
 def summarize(records: Sequence[RequestRecord], slo: dict[str, float]) -> dict[str, Any]:
     """Throughputs, latency distributions, goodput and outcome counts of the measured requests.
 
@@ -116,10 +136,11 @@ def summarize(records: Sequence[RequestRecord], slo: dict[str, float]) -> dict[s
     ok = [r for r in measured if r.outcome == "ok"]
     window = window_s(measured)
     by_outcome = {o: sum(1 for r in measured if r.outcome == o) for o in OUTCOMES}
-    prompt_tokens = sum(r.prompt_tokens if r.prompt_tokens is not None else r.input_len for r in ok)
+    prompt_tokens = sum(map(prompt_tokens_of, ok))
     output_tokens = sum(r.output_tokens for r in ok)
     slo_met = sum(1 for r in ok if meets_slo(r, slo)) if slo else None
-    failed = len(measured) - len(ok)
+    cancelled = by_outcome[SELF_CANCELLED]
+    failed = len(measured) - len(ok) - cancelled
     return {
         "requests": {
             "total": len(records),
@@ -127,13 +148,16 @@ def summarize(records: Sequence[RequestRecord], slo: dict[str, float]) -> dict[s
             "warmup": len(records) - len([r for r in records if not r.warmup]),
             "ok": len(ok),
             "failed": failed,
+            "cancelled": cancelled,
             "by_outcome": by_outcome,
         },
-        "error_rate": failed / len(measured) if measured else 0.0,
+        "error_rate": error_rate(len(ok), failed),
         "token_count": token_count_kind(measured),
         "duration_s": window,
         "total_input_tokens": prompt_tokens,
         "total_output_tokens": output_tokens,
+        "mean_prompt_tokens": _mean(prompt_tokens, len(ok)),
+        "mean_output_tokens": _mean(output_tokens, len(ok)),
         "request_throughput": _rate(len(ok), window),
         "input_token_throughput": _rate(prompt_tokens, window),
         "output_token_throughput": _rate(output_tokens, window),
@@ -146,4 +170,5 @@ def summarize(records: Sequence[RequestRecord], slo: dict[str, float]) -> dict[s
         "itl_s": describe(chain.from_iterable(map(itls_s, ok))),
         "e2e_s": describe(v for r in ok if (v := e2e_s(r)) is not None),
         "schedule_lag_s": describe(r.schedule_lag_ns / NS for r in measured),
+        "slot_wait_s": describe(r.slot_wait_ns / NS for r in measured),
     }

@@ -1,39 +1,20 @@
-"""The aiohttp application: shared state, startup/cleanup of the step loop, and the common routes."""
+"""The aiohttp application: builds the shared state, starts/stops the step loop, adds the common routes."""
 
 from __future__ import annotations
-
-import time
-from dataclasses import dataclass, field
 
 from aiohttp import web
 
 from simengine.config import SimConfig
-from simengine.engine import Engine, MetricsRecorder
+from simengine.engine import Engine
 from simengine.faults import FaultInjector
 from simengine.groundtruth import GroundTruthWriter
-
-
-@dataclass
-class AppState:
-    """Everything the handlers share; one per application."""
-
-    cfg: SimConfig
-    metrics: MetricsRecorder
-    engine: Engine
-    faults: FaultInjector
-    ground_truth: GroundTruthWriter | None
-    started_wall: float = field(default_factory=time.time)
-    request_count: int = 0
-
-
-STATE: web.AppKey[AppState] = web.AppKey("simengine_state", AppState)
+from simengine.openai_api import add_openai_routes
+from simengine.personalities import PERSONALITIES
+from simengine.state import STATE, AppState
 
 
 def build_app(config: SimConfig) -> web.Application:
     """The simulated engine as an aiohttp app; its step loop starts and stops with the app."""
-    from simengine.openai_api import add_openai_routes
-    from simengine.personalities import PERSONALITIES
-
     personality_cls = PERSONALITIES[config.personality]
     metrics = personality_cls.build_metrics(config)
     gt = GroundTruthWriter(config.ground_truth, config.ground_truth_tokens) if config.ground_truth else None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import sys
 
@@ -55,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         print(USAGE + "\nflags (vLLM and SGLang spellings):" + options)
         return 0
     try:
-        cfg = parse_args(args)
+        cfg = parse_args(args, os.environ)  # the one place the environment is read
     except ConfigError as exc:
         print(f"simengine: error: {exc}", file=sys.stderr)
         return 2

@@ -8,14 +8,18 @@ Flags the simulator does not model are accepted and kept in `SimConfig.extra_arg
 from __future__ import annotations
 
 import argparse
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from infergauge.redact import REDACTED, redact_mapping
 from simengine.gpu import DTYPE_BYTES, GPU_PROFILES, INTERCONNECTS, default_kv_cache_tokens
 
 PERSONALITIES = ("vllm", "sglang")
 DEFAULT_PORTS = {"vllm": 8000, "sglang": 30000}
 DEFAULT_MODEL = "sim-llama-8b"
+DEV_MODE_ENV = "VLLM_SERVER_DEV_MODE"  # vLLM serves /server_info, /reset_prefix_cache only when set to 1
 
 
 class ConfigError(ValueError):
@@ -46,6 +50,7 @@ class SimConfig:
     interconnect: str = "nvlink"
     step_overhead_ms: float = 1.0
     time_scale: float = 1.0
+    speed_factor: float = 1.0  # multiplies every step's duration: 1.15 = 15% slower TPOT
     seed: int = 0
     eos_mean_tokens: float = 256.0
     ground_truth: str | None = None
@@ -55,14 +60,16 @@ class SimConfig:
     fault_stall_rate: float = 1.0  # share of streams that stall when --fault-stall-ms > 0
     fault_disconnect_rate: float = 0.0
     fault_malformed_rate: float = 0.0
-    api_key: str | None = field(default=None, repr=False)
+    api_key: tuple[str, ...] | None = field(default=None, repr=False)  # vLLM: any one of these keys
     engine_version: str = ""
+    dev_mode: bool = False  # vLLM's VLLM_SERVER_DEV_MODE=1: the dev-only endpoints answer
     extra_args: dict[str, Any] = field(default_factory=dict)
 
     def effective_args(self) -> dict[str, Any]:
-        """The configuration as a plain dict, secrets redacted (safe for logs and manifests)."""
+        """The configuration as a plain dict, secrets redacted (safe for logs, manifests, server info)."""
         out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "api_key"}
-        out["api_key"] = None if self.api_key is None else "<redacted>"
+        out["api_key"] = None if self.api_key is None else REDACTED
+        out["extra_args"] = redact_mapping(self.extra_args)  # unknown flags: `--hf-token=...` too
         return out
 
 
@@ -117,14 +124,16 @@ def _build_parser() -> _Parser:
     _flag(p, ["--interconnect"], "interconnect")
     _flag(p, ["--step-overhead-ms"], "step_overhead_ms", type=float)
     _flag(p, ["--time-scale"], "time_scale", type=float)
+    _flag(p, ["--speed-factor"], "speed_factor", type=float)
     _flag(p, ["--seed", "--random-seed"], "seed", type=int)
     _flag(p, ["--eos-mean-tokens"], "eos_mean_tokens", type=float)
     _flag(p, ["--ground-truth"], "ground_truth")
     _bool(p, ["--ground-truth-tokens"], ["--no-ground-truth-tokens"], "ground_truth_tokens")
     for name in ("error-rate", "stall-ms", "stall-rate", "disconnect-rate", "malformed-rate"):
         _flag(p, [f"--fault-{name}"], "fault_" + name.replace("-", "_"), type=float)
-    _flag(p, ["--api-key"], "api_key")
-    _flag(p, ["--engine-version"], "engine_version")
+    _flag(p, ["--api-key"], "api_key", nargs="+")  # vLLM takes several; a second is not an error
+    _flag(p, ["--version", "--engine-version"], "engine_version")
+    _bool(p, ["--dev-mode"], ["--no-dev-mode"], "dev_mode")
     return p
 
 
@@ -163,14 +172,32 @@ def _collect_unknown(unknown: list[str]) -> dict[str, Any]:
     return extra
 
 
-def parse_args(argv: list[str]) -> SimConfig:
+def dev_mode_from_env(environ: Mapping[str, str]) -> bool | None:
+    """`VLLM_SERVER_DEV_MODE` read as vLLM does (`bool(int(value))`); None when it is not set."""
+    value = environ.get(DEV_MODE_ENV)
+    if value is None:
+        return None
+    try:
+        return bool(int(value))
+    except ValueError:
+        raise ConfigError(f"invalid {DEV_MODE_ENV} {value!r}; must be an integer (1 = dev mode)") from None
+
+
+def parse_args(argv: list[str], environ: Mapping[str, str] | None = None) -> SimConfig:
     """Parse a launch line (vLLM or SGLang spellings) into a validated `SimConfig`.
 
-    Raises `ConfigError` with a one-line message naming the bad value and the valid choices.
+    `environ` is the engine's environment as the CLI read it (only `VLLM_SERVER_DEV_MODE` is used;
+    `--dev-mode` / `--no-dev-mode` win over it). Raises `ConfigError` with a one-line message naming
+    the bad value and the valid choices.
     """
     rest, positional_model = _split_positional(argv)
     ns, unknown = FLAG_PARSER.parse_known_args(rest)
     given = {k: v for k, v in vars(ns).items() if v is not None}
+    env_dev_mode = dev_mode_from_env(environ or {})
+    if env_dev_mode is not None:
+        given.setdefault("dev_mode", env_dev_mode)
+    if "api_key" in given:
+        given["api_key"] = tuple(given["api_key"])
     if positional_model and "model" not in given:
         given["model"] = positional_model
     personality = given.get("personality", "vllm")
@@ -217,10 +244,34 @@ def _check_choice(flag: str, value: str, choices: tuple[str, ...] | list[str]) -
         raise ConfigError(f"invalid {flag} {value!r}; choose from {', '.join(choices)}")
 
 
-def _check_range(flag: str, value: float, lo: float, hi: float | None = None) -> None:
-    if value < lo or (hi is not None and value > hi):
-        bound = f">= {lo}" if hi is None else f"between {lo} and {hi}"
-        raise ConfigError(f"invalid {flag} {value!r}; must be {bound}")
+def _check_range(flag: str, value: float, lo: float, hi: float | None = None, *, above: bool = False) -> None:
+    """Reject NaN, infinities and values outside [lo, hi] (or <= lo with `above`), naming flag and value."""
+    inside = value > lo if above else value >= lo
+    if not (math.isfinite(value) and inside and (hi is None or value <= hi)):
+        bound = f"between {lo} and {hi}" if hi is not None else f"{'>' if above else '>='} {lo}"
+        raise ConfigError(f"invalid {flag} {value!r}; must be a finite number {bound}")
+
+
+# flag -> (field, lowest, highest); every float flag is here, so NaN and infinities never pass
+RANGES: dict[str, tuple[str, float, float | None]] = {
+    "--port": ("port", 0, 65535),
+    "--max-num-seqs": ("max_num_seqs", 1, None),
+    "--max-num-batched-tokens": ("max_num_batched_tokens", 1, None),
+    "--max-model-len": ("max_model_len", 16, None),
+    "--block-size": ("block_size", 1, 1024),
+    "--kv-cache-tokens": ("kv_cache_tokens", 0, None),
+    "--gpu-memory-utilization": ("gpu_memory_utilization", 0.01, 1.0),
+    "--tensor-parallel-size": ("tensor_parallel_size", 1, 64),
+    "--model-params": ("model_params", 1e6, 1e13),
+    "--eos-mean-tokens": ("eos_mean_tokens", 1.0, None),
+    "--step-overhead-ms": ("step_overhead_ms", 0.0, None),  # durations: >= 0
+    "--fault-stall-ms": ("fault_stall_ms", 0.0, None),
+    "--fault-error-rate": ("fault_error_rate", 0.0, 1.0),  # rates and probabilities: [0, 1]
+    "--fault-stall-rate": ("fault_stall_rate", 0.0, 1.0),
+    "--fault-disconnect-rate": ("fault_disconnect_rate", 0.0, 1.0),
+    "--fault-malformed-rate": ("fault_malformed_rate", 0.0, 1.0),
+}
+POSITIVE = {"--time-scale": "time_scale", "--speed-factor": "speed_factor"}  # factors: > 0
 
 
 def _validate(cfg: SimConfig) -> None:
@@ -233,19 +284,7 @@ def _validate(cfg: SimConfig) -> None:
         and cfg.tensor_parallel_size > 1
     ):
         raise ConfigError(f"invalid --interconnect 'nvlink' for --gpu {cfg.gpu} (no NVLink); choose pcie")
-    _check_range("--port", cfg.port, 0, 65535)
-    _check_range("--max-num-seqs", cfg.max_num_seqs, 1)
-    _check_range("--max-num-batched-tokens", cfg.max_num_batched_tokens, 1)
-    _check_range("--max-model-len", cfg.max_model_len, 16)
-    _check_range("--block-size", cfg.block_size, 1, 1024)
-    _check_range("--kv-cache-tokens", cfg.kv_cache_tokens, 0)
-    _check_range("--gpu-memory-utilization", cfg.gpu_memory_utilization, 0.01, 1.0)
-    _check_range("--tensor-parallel-size", cfg.tensor_parallel_size, 1, 64)
-    _check_range("--model-params", cfg.model_params, 1e6, 1e13)
-    _check_range("--step-overhead-ms", cfg.step_overhead_ms, 0.0)
-    if not cfg.time_scale > 0:
-        raise ConfigError(f"invalid --time-scale {cfg.time_scale!r}; must be > 0")
-    _check_range("--eos-mean-tokens", cfg.eos_mean_tokens, 1.0)
-    _check_range("--fault-stall-ms", cfg.fault_stall_ms, 0.0)
-    for name in ("error_rate", "stall_rate", "disconnect_rate", "malformed_rate"):
-        _check_range(f"--fault-{name.replace('_', '-')}", getattr(cfg, f"fault_{name}"), 0.0, 1.0)
+    for flag, (name, lo, hi) in RANGES.items():
+        _check_range(flag, getattr(cfg, name), lo, hi)
+    for flag, name in POSITIVE.items():
+        _check_range(flag, getattr(cfg, name), 0.0, above=True)

@@ -1,6 +1,12 @@
 """`EmbeddedEngine(argv)`: the simulated engine in a daemon thread of this process, on 127.0.0.1:0.
 
 Used by `loadgen --target sim`: `with EmbeddedEngine(["--max-num-seqs", "64"]) as eng: eng.base_url`.
+
+The embedded engine starts in dev mode (`--dev-mode`, vLLM's `VLLM_SERVER_DEV_MODE=1`) unless told
+`--no-dev-mode`: it runs inside loadgen, so no exporter can read its launch flags from a process command
+line, and its `/server_info` is where loadgen reads them (and `/reset_prefix_cache` flushes it if a
+caller keeps it between runs; loadgen itself starts a fresh one per run). A standalone
+`python -m simengine` reads `VLLM_SERVER_DEV_MODE` from its environment, as real vLLM does.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from simengine.app import build_app
 from simengine.config import SimConfig, parse_args
 
 START_TIMEOUT_S = 30.0
+DEV_MODE_FLAGS = ("--dev-mode", "--no-dev-mode")
 
 
 class EmbeddedEngine:
@@ -26,6 +33,8 @@ class EmbeddedEngine:
             args += ["--port", "0"]
         if "--host" not in args:
             args += ["--host", "127.0.0.1"]
+        if not any(a.split("=", 1)[0] in DEV_MODE_FLAGS for a in args):
+            args.append("--dev-mode")
         self.config: SimConfig = parse_args(args)
         self.base_url = ""
         self._loop: asyncio.AbstractEventLoop | None = None

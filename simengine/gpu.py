@@ -9,7 +9,9 @@ Per step, with P parameters, b bytes per weight, TP degree t, batch of prefill +
   (prefill is FLOP-bound: 2 FLOPs per parameter per token, plus attention over the context).
 - all-reduce    t_ar   = 2*L * (latency + 2*(t-1)/t * n*d*b / link_bandwidth) when t > 1
   (two all-reduces per layer, ring algorithm, over NVLink or PCIe).
-- step          t_step = max(t_mem, t_comp) + t_ar + step_overhead.
+- step          t_step = (max(t_mem, t_comp) + t_ar + step_overhead) * speed_factor
+  (speed_factor 1 by default; 1.15 makes every step, so TPOT and ITL, 15% slower: a controlled
+  regression for testing baselines).
 
 Figures are datasheet peaks (dense, no sparsity); efficiencies are typical achieved fractions.
 """
@@ -112,10 +114,18 @@ class StepModel:
     link_bps: float
     link_latency_s: float
     overhead_s: float
+    speed_factor: float = 1.0
 
     @classmethod
     def build(
-        cls, gpu: str, params: float, dtype: str, tp: int, interconnect: str, overhead_ms: float
+        cls,
+        gpu: str,
+        params: float,
+        dtype: str,
+        tp: int,
+        interconnect: str,
+        overhead_ms: float,
+        speed_factor: float = 1.0,
     ) -> StepModel:
         prof = GPU_PROFILES[gpu]
         tflops = prof.fp8_tflops if dtype == "fp8" and prof.fp8_tflops else prof.bf16_tflops
@@ -129,6 +139,7 @@ class StepModel:
             link * 1e9 * LINK_EFFICIENCY,
             ALLREDUCE_LATENCY_S[interconnect],
             overhead_ms / 1e3,
+            speed_factor,
         )
 
     @property
@@ -151,13 +162,14 @@ class StepModel:
         return flops, read, written
 
     def step_seconds(self, new_tokens: int, context_tokens: int, attended: float) -> float:
-        """Duration of one step: max(memory time, compute time) + all-reduce + fixed overhead."""
+        """Duration of one step: (max(memory time, compute time) + all-reduce + overhead) * speed_factor."""
         if new_tokens <= 0:
             return 0.0
         flops, read, written = self.step_costs(new_tokens, context_tokens, attended)
         t_mem = (read + written) / (self.gpu.hbm_tbps * 1e12 * MEM_EFFICIENCY)
         t_comp = flops / self.flops_per_s
-        return max(t_mem, t_comp) + self.allreduce_seconds(new_tokens) + self.overhead_s
+        step = max(t_mem, t_comp) + self.allreduce_seconds(new_tokens) + self.overhead_s
+        return step * self.speed_factor
 
     def allreduce_seconds(self, new_tokens: int) -> float:
         """Two ring all-reduces per layer over the step's activations (0 without tensor parallelism)."""

@@ -11,12 +11,12 @@ from typing import Any
 
 from aiohttp import web
 
-from simengine.app import STATE, AppState
 from simengine.groundtruth import SendStamps
 from simengine.personalities.base import Personality, json_response
 from simengine.request import RequestGroup, Sequence
 from simengine.sinks import CollectSink, StreamSink, output_text
 from simengine.sse import ChunkWriter
+from simengine.state import STATE, AppState
 from simengine.tokens import chat_to_text, prompt_to_ids, tokenize_text
 
 perf_ns = time.perf_counter_ns
@@ -142,9 +142,10 @@ def add_openai_routes(app: web.Application, p: Personality) -> None:
 
 
 def _authorized(request: web.Request, state: AppState) -> bool:
-    key = state.cfg.api_key
+    """No key configured, or the bearer token is one of the keys (compared in constant time)."""
+    keys = state.cfg.api_key
     given = request.headers.get("Authorization", "").encode()
-    return key is None or hmac.compare_digest(given, f"Bearer {key}".encode())
+    return keys is None or any([hmac.compare_digest(given, f"Bearer {key}".encode()) for key in keys])
 
 
 async def serve(request: web.Request, p: Personality, *, chat: bool) -> web.StreamResponse:

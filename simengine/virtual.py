@@ -25,7 +25,13 @@ MIN_BLOCK_TOKENS = 16
 def build_scheduler(cfg: SimConfig) -> Scheduler:
     """The scheduler a `SimConfig` describes."""
     model = StepModel.build(
-        cfg.gpu, cfg.model_params, cfg.dtype, cfg.tensor_parallel_size, cfg.interconnect, cfg.step_overhead_ms
+        cfg.gpu,
+        cfg.model_params,
+        cfg.dtype,
+        cfg.tensor_parallel_size,
+        cfg.interconnect,
+        cfg.step_overhead_ms,
+        cfg.speed_factor,
     )
     return Scheduler(
         model,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Sequence
-from typing import Protocol
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
@@ -13,17 +13,32 @@ LOG = logging.getLogger(__name__)
 
 
 class Collector(Protocol):
-    """One source of metrics; `scrape()` returns its families and whether everything was read."""
+    """One source: `scrape()` returns its families and whether it did its job; `facts()` its part of
+    the manifest (`known` holds the parts of the collectors before it; a `checks` list is appended)."""
 
     name: str
 
     def scrape(self) -> tuple[list[Metric], bool]: ...
 
+    def facts(self, known: Mapping[str, Any]) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class Background(Protocol):
+    """A collector with background work (the GPU sampler): started and stopped with the exporter."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def tick(self) -> None: ...
+
 
 class CollectorSet:
     """A prometheus_client collector over several Collectors, each isolated and timed.
 
-    Emits `infergauge_collector_success{collector}` (1 = every source read) and
+    Emits `infergauge_collector_success{collector}` (1 = the collector did its job; what it watches
+    being down or absent is a value, not a failure) and
     `infergauge_collector_duration_seconds{collector}` for each, whatever happens inside.
     """
 

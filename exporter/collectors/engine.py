@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from prometheus_client.core import Metric
 
-from exporter.engine_params import NEUTRAL_PARAMS
+from exporter.checks import engine_checks
 from exporter.engines import EngineInspector
 from exporter.families import Families
+from infergauge.engines.base import NEUTRAL_PARAMS
 
 
 def _label(value: object) -> str:
@@ -22,9 +26,8 @@ class EngineCollector:
         self.inspector = inspector
 
     def scrape(self) -> tuple[list[Metric], bool]:
-        """Families for every engine; False when a configured URL did not answer."""
+        """Families for every engine; a stopped engine is `up 0`, not a failed collector."""
         out = Families()
-        ok = True
         for report in self.inspector.reports():
             base = {"engine": report.engine, "url": report.url or "", "model": report.model or ""}
             info = {**base, "version": report.version or "", "pid": _label(report.pid)}
@@ -43,6 +46,13 @@ class EngineCollector:
                 base,
                 1.0 if report.up else 0.0,
             )
-            if report.url and not report.up and report.url in self.inspector.engine_urls:
-                ok = False
-        return out.metrics(), ok
+        return out.metrics(), True
+
+    def facts(self, known: Mapping[str, Any]) -> dict[str, Any]:
+        """The manifest's `engines` (re-read) and their checks; GPU 0's size for vLLM's defaults."""
+        gpus = known.get("gpus") or []
+        if gpus and self.inspector.gpu_memory_bytes is None:  # see infergauge/engines/vllm.py (GpuDefault)
+            self.inspector.gpu_memory_bytes = gpus[0]["memory_total_bytes"]
+            self.inspector.gpu_name = gpus[0]["name"]
+        engines = [report.as_dict() for report in self.inspector.reports(fresh=True)]
+        return {"engines": engines, "checks": engine_checks(engines, self.inspector.engine_urls)}

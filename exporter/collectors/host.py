@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from prometheus_client.core import Metric
@@ -20,11 +20,18 @@ class HostCollector:
         self._read = facts
         self._facts: dict[str, Any] | None = None
 
-    def scrape(self) -> tuple[list[Metric], bool]:
-        """The info series and `infergauge_host_memory_bytes`."""
+    def _cached(self) -> dict[str, Any]:
         if self._facts is None:
             self._facts = self._read()
-        facts = self._facts
+        return self._facts
+
+    def facts(self, known: Mapping[str, Any]) -> dict[str, Any]:
+        """The manifest's `host`."""
+        return {"host": dict(self._cached())}
+
+    def scrape(self) -> tuple[list[Metric], bool]:
+        """The info series and `infergauge_host_memory_bytes`."""
+        facts = self._cached()
         out = Families()
         labels = {k: str(facts[k]) for k in ("hostname", "cpu_model", "cpu_count", "os", "kernel", "python")}
         out.add("infergauge_host_info", "gauge", "Host identity; value is always 1.", labels, 1.0)

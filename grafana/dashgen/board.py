@@ -2,7 +2,38 @@
 
 from __future__ import annotations
 
-from .panels import DS, GRAFANA_DS, SCHEMA_VERSION, Json
+from .panels import DATASOURCE_UID, DATASOURCE_VAR, DS, GRAFANA_DS, SCHEMA_VERSION, Json
+
+# SLO thresholds (seconds) the dashboards draw and judge by until a user types others (or passes
+# var-ttft_slo=0.2 in the URL): defaults only, not the run's own --slo.
+SLO_DEFAULTS = (
+    ("ttft_slo", "TTFT SLO (s)", "0.5"),
+    ("tpot_slo", "TPOT SLO (s)", "0.05"),
+    ("e2e_slo", "E2E SLO (s)", "10"),
+)
+
+
+def datasource_var() -> Json:
+    """The Prometheus datasource picker; its default is the provisioned uid, so provisioning needs no
+    edit, and a Grafana without that uid falls back to its default Prometheus."""
+    return {
+        "name": DATASOURCE_VAR,
+        "label": "Prometheus",
+        "type": "datasource",
+        "query": "prometheus",
+        "current": {"selected": True, "text": DATASOURCE_UID, "value": DATASOURCE_UID},
+        "hide": 0,
+        "includeAll": False,
+        "multi": False,
+        "options": [],
+        "refresh": 1,
+        "regex": "",
+    }
+
+
+def slo_vars() -> list[Json]:
+    """The TTFT, TPOT and E2E SLO threshold boxes."""
+    return [textbox_var(name, label, default) for name, label, default in SLO_DEFAULTS]
 
 
 def query_var(
@@ -116,7 +147,7 @@ def dashboard(
             }
         ],
         "annotations": {"list": [builtin, *(annotations or [])]},
-        "templating": {"list": variables},
+        "templating": {"list": [datasource_var(), *variables]},
         "panels": _layout(panels),
     }
 

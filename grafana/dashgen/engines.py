@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from infergauge.engines import get
+
 from .board import dashboard, multi_var
 from .common import info_table, organize, quantile_pairs, series
 from .panels import Json, row, targets, timeseries
 
+VLLM, SGLANG = get("vllm"), get("sglang")  # metric names by role, from the engine files
 V = 'instance=~"$instance", model_name=~"$model_name"'
 
 
@@ -21,8 +24,8 @@ def _rate(metric: str, by: str = "instance") -> str:
     return f"sum by ({by}) (rate({metric}{{{V}}}[$__rate_interval]))"
 
 
-def _quantiles(prefix: str, metric: str, title: str, desc: str = "") -> Json:
-    pairs = quantile_pairs(f"{prefix}:{metric}_bucket{{{V}}}")
+def _quantiles(histogram: str, title: str, desc: str = "") -> Json:
+    pairs = quantile_pairs(f"{histogram}_bucket{{{V}}}")
     return timeseries(title, targets(*pairs), "s", desc=desc, w=8)
 
 
@@ -43,16 +46,16 @@ def _vllm_panels() -> list[Json]:
         timeseries(
             "Running and waiting requests",
             targets(
-                (_sum("vllm:num_requests_running"), "running {{instance}}"),
-                (_sum("vllm:num_requests_waiting"), "waiting {{instance}}"),
+                (_sum(VLLM.metrics["running"]), "running {{instance}}"),
+                (_sum(VLLM.metrics["waiting"]), "waiting {{instance}}"),
             ),
             "short",
             w=8,
         ),
-        series("KV-cache usage", _max("vllm:kv_cache_usage_perc"), "{{instance}}", "percentunit", w=8),
+        series("KV-cache usage", _max(VLLM.metrics["kv_usage"]), "{{instance}}", "percentunit", w=8),
         series(
             "Preemptions",
-            _rate("vllm:num_preemptions_total"),
+            _rate(VLLM.metrics["preemptions"]),
             "{{instance}}",
             "short",
             w=8,
@@ -60,7 +63,7 @@ def _vllm_panels() -> list[Json]:
         ),
         series(
             "Prefix-cache hit ratio",
-            f"{_rate('vllm:prefix_cache_hits_total')} / {_rate('vllm:prefix_cache_queries_total')}",
+            f"{_rate(VLLM.metrics['prefix_cache_hits'])} / {_rate(VLLM.metrics['prefix_cache_queries'])}",
             "{{instance}}",
             "percentunit",
             w=8,
@@ -69,27 +72,27 @@ def _vllm_panels() -> list[Json]:
         timeseries(
             "Token throughput",
             targets(
-                (_rate("vllm:prompt_tokens_total"), "prompt {{instance}}"),
-                (_rate("vllm:generation_tokens_total"), "generation {{instance}}"),
+                (_rate(VLLM.metrics["prompt_tokens"]), "prompt {{instance}}"),
+                (_rate(VLLM.metrics["generation_tokens"]), "generation {{instance}}"),
             ),
             "suffix: tok/s",
             w=8,
         ),
         series(
             "Finished requests by reason",
-            _rate("vllm:request_success_total", by="finished_reason"),
+            _rate(VLLM.metrics["finished"], by="finished_reason"),
             "{{finished_reason}}",
             "reqps",
             w=8,
             stack=True,
         ),
         row("Latency (server-side)"),
-        _quantiles("vllm", "time_to_first_token_seconds", "TTFT"),
-        _quantiles("vllm", "inter_token_latency_seconds", "Inter-token latency"),
-        _quantiles("vllm", "request_time_per_output_token_seconds", "TPOT"),
-        _quantiles("vllm", "e2e_request_latency_seconds", "E2E latency"),
-        _quantiles("vllm", "request_queue_time_seconds", "Queue time", "Waiting before the first schedule."),
-        _quantiles("vllm", "request_prefill_time_seconds", "Prefill time"),
+        _quantiles(VLLM.metrics["ttft"], "TTFT"),
+        _quantiles(VLLM.metrics["itl"], "Inter-token latency"),
+        _quantiles(VLLM.metrics["tpot"], "TPOT"),
+        _quantiles(VLLM.metrics["e2e"], "E2E latency"),
+        _quantiles(VLLM.metrics["queue_time"], "Queue time", "Waiting before the first schedule."),
+        _quantiles(VLLM.metrics["prefill_time"], "Prefill time"),
         row("Configuration"),
         info_table(
             "Cache config (vllm:cache_config_info)",
@@ -106,52 +109,62 @@ def _sglang_panels() -> list[Json]:
         timeseries(
             "Running and queued requests",
             targets(
-                (_sum("sglang:num_running_reqs"), "running {{instance}}"),
-                (_sum("sglang:num_queue_reqs"), "queued {{instance}}"),
+                (_sum(SGLANG.metrics["running"]), "running {{instance}}"),
+                (_sum(SGLANG.metrics["waiting"]), "queued {{instance}}"),
             ),
             "short",
             w=8,
         ),
-        series("KV-cache (token pool) usage", _max("sglang:token_usage"), "{{instance}}", "percentunit", w=8),
+        series(
+            "KV-cache (token pool) usage",
+            _max(SGLANG.metrics["kv_usage"]),
+            "{{instance}}",
+            "percentunit",
+            w=8,
+        ),
         timeseries(
             "KV tokens used",
             targets(
-                (_sum("sglang:kv_used_tokens"), "used {{instance}}"),
-                (_sum("sglang:max_total_num_tokens"), "capacity {{instance}}"),
+                (_sum(SGLANG.metrics["kv_used_tokens"]), "used {{instance}}"),
+                (_sum(SGLANG.metrics["kv_capacity_tokens"]), "capacity {{instance}}"),
             ),
             "short",
             w=8,
         ),
         series(
             "Retracted requests",
-            _sum("sglang:num_retracted_reqs"),
+            _sum(SGLANG.metrics["preemptions"]),
             "{{instance}}",
             "short",
             w=8,
             desc="Requests retracted for lack of KV space (SGLang's preemption).",
         ),
         series(
-            "Prefix (radix) cache hit rate", _max("sglang:cache_hit_rate"), "{{instance}}", "percentunit", w=8
+            "Prefix (radix) cache hit rate",
+            _max(SGLANG.metrics["cache_hit_rate"]),
+            "{{instance}}",
+            "percentunit",
+            w=8,
         ),
         timeseries(
             "Token throughput",
             targets(
-                (_rate("sglang:prompt_tokens_total"), "prompt {{instance}}"),
-                (_rate("sglang:generation_tokens_total"), "generation {{instance}}"),
-                (_sum("sglang:gen_throughput"), "generation (engine's own gauge) {{instance}}"),
+                (_rate(SGLANG.metrics["prompt_tokens"]), "prompt {{instance}}"),
+                (_rate(SGLANG.metrics["generation_tokens"]), "generation {{instance}}"),
+                (_sum(SGLANG.metrics["gen_throughput"]), "generation (engine's own gauge) {{instance}}"),
             ),
             "suffix: tok/s",
             w=8,
         ),
         row("Latency (server-side)"),
-        _quantiles("sglang", "time_to_first_token_seconds", "TTFT"),
-        _quantiles("sglang", "inter_token_latency_seconds", "Inter-token latency"),
-        _quantiles("sglang", "e2e_request_latency_seconds", "E2E latency"),
+        _quantiles(SGLANG.metrics["ttft"], "TTFT"),
+        _quantiles(SGLANG.metrics["itl"], "Inter-token latency"),
+        _quantiles(SGLANG.metrics["e2e"], "E2E latency"),
         timeseries(
             "Requests",
             targets(
-                (_rate("sglang:num_requests_total"), "requests {{instance}}"),
-                (_rate("sglang:num_aborted_requests_total"), "aborted {{instance}}"),
+                (_rate(SGLANG.metrics["requests"]), "requests {{instance}}"),
+                (_rate(SGLANG.metrics["aborted"]), "aborted {{instance}}"),
             ),
             "reqps",
             w=8,
@@ -166,7 +179,7 @@ def build_vllm() -> Json:
         "Engine: vLLM",
         _vllm_panels(),
         desc="vLLM's own /metrics (names as in vLLM 0.26.0): scheduler, KV cache, server-side latency.",
-        variables=_variables("vllm:num_requests_running"),
+        variables=_variables(VLLM.metrics["running"]),
         time_from="now-1h",
         tags=("engine", "vllm"),
     )
@@ -180,7 +193,7 @@ def build_sglang() -> Json:
         _sglang_panels(),
         desc="SGLang's own /metrics (names as in SGLang 0.5.14, --enable-metrics): scheduler, KV "
         "cache, server-side latency.",
-        variables=_variables("sglang:num_running_reqs"),
+        variables=_variables(SGLANG.metrics["running"]),
         time_from="now-1h",
         tags=("engine", "sglang"),
     )

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-DATASOURCE_UID = "infergauge-prometheus"
-DS: dict[str, str] = {"type": "prometheus", "uid": DATASOURCE_UID}
+DATASOURCE_UID = "infergauge-prometheus"  # the provisioned datasource: the variable's default
+DATASOURCE_VAR = "datasource"
+DS: dict[str, str] = {"type": "prometheus", "uid": f"${{{DATASOURCE_VAR}}}"}
 GRAFANA_DS: dict[str, str] = {"type": "grafana", "uid": "-- Grafana --"}
 SCHEMA_VERSION = 39
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .board import dashboard, multi_var, run_boundary_annotations
+from .board import dashboard, multi_var, run_boundary_annotations, slo_vars
 from .common import series as one_query_series
 from .panels import Json, barchart, table, target, text, xychart
 
@@ -22,6 +22,13 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("goodput req/s", "run_id:loadgen_goodput:run_rate", "reqps"),
     ("failed requests", "run_id:loadgen_requests_failed:total", "short"),
 )
+# Each run's p99 against the dashboard's SLO variables (boxes at the top, defaults in board.py).
+SLO_P99 = (
+    ("run_id:loadgen_time_to_first_token_seconds:p99", "ttft_slo"),
+    ("run_id:loadgen_time_per_output_token_seconds:p99", "tpot_slo"),
+    ("run_id:loadgen_request_duration_seconds:p99", "e2e_slo"),
+)
+SLO_COLUMN = "p99 within SLOs"
 RUN_INFO_LABELS = "run_id, target, model, scenario, engine, engine_version"
 FLAG_LABELS = (
     "tensor_parallel_size, max_num_seqs, gpu_memory_utilization, max_model_len, block_size, chunked_prefill, "
@@ -32,6 +39,28 @@ FLAG_LABELS = (
 def per_run(series: str) -> str:
     """The final value of a recorded per-run series, one sample per run_id."""
     return f"max by (run_id) (last_over_time({series}{{{SEL}}}[$__range]))"
+
+
+def within_slos() -> str:
+    """1 for a run whose p99 TTFT, TPOT and E2E are all within the dashboard's SLO boxes, else 0."""
+    checks = [f"({per_run(series)} <= bool ${var})" for series, var in SLO_P99]
+    return " * ".join(checks)
+
+
+def _slo_column() -> Json:
+    mappings = [
+        {
+            "type": "value",
+            "options": {"0": {"text": "no", "color": "red"}, "1": {"text": "yes", "color": "green"}},
+        }
+    ]
+    return {
+        "matcher": {"id": "byName", "options": SLO_COLUMN},
+        "properties": [
+            {"id": "mappings", "value": mappings},
+            {"id": "custom.cellOptions", "value": {"type": "color-text"}},
+        ],
+    }
 
 
 def _ref(i: int) -> str:
@@ -64,21 +93,10 @@ def _table() -> Json:
         overrides.append(
             {"matcher": {"id": "byName", "options": title}, "properties": [{"id": "unit", "value": unit}]}
         )
-    overrides.append(
-        {
-            "matcher": {"id": "byName", "options": "p99 TTFT"},
-            "properties": [
-                {"id": "custom.cellOptions", "value": {"type": "color-text"}},
-                {
-                    "id": "thresholds",
-                    "value": {
-                        "mode": "absolute",
-                        "steps": [{"color": "green", "value": None}, {"color": "red", "value": 0.5}],
-                    },
-                },
-            ],
-        }
-    )
+    slo_ref = _ref(len(tgts))
+    tgts.append(target(within_slos(), ref=slo_ref, instant=True, fmt="table"))
+    renames[f"Value #{slo_ref}"] = SLO_COLUMN
+    overrides.append(_slo_column())
     transformations = [
         {"id": "merge", "options": {}},
         {
@@ -98,7 +116,8 @@ def _table() -> Json:
         overrides=overrides,
         h=12,
         desc="One row per run: what ran (target, engine version, model, launch flags) and what it measured. "
-        "Latency quantiles are histogram estimates of the whole run; exact ones are in results/<run_id>/.",
+        "Latency quantiles are histogram estimates of the whole run; exact ones are in results/<run_id>/. "
+        f"'{SLO_COLUMN}': p99 TTFT, TPOT and E2E all at or under the SLO boxes above.",
     )
 
 
@@ -174,6 +193,7 @@ def build() -> Json:
         multi_var("target", "Target", "label_values(loadgen_run_info, target)"),
         multi_var("scenario", "Scenario", "label_values(loadgen_run_info, scenario)"),
         multi_var("model", "Model", "label_values(loadgen_run_info, model)"),
+        *slo_vars(),
     ]
     return dashboard(
         "infergauge-run-comparison",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .board import dashboard, multi_var, query_var, run_boundary_annotations, textbox_var
+from .board import dashboard, multi_var, query_var, run_boundary_annotations, slo_vars
 from .common import quantile_pairs, series
 from .panels import Json, heatmap, row, stat, target, targets, timeseries
 
@@ -25,6 +25,11 @@ LATENCIES = (
     ),
     ("ITL", "inter_token_latency", "", "Inter-token latency: gap between consecutive token-bearing chunks."),
     ("E2E latency", "request_duration", "e2e_slo", "End to end: last token-bearing chunk minus send."),
+)
+
+RATE_DESC = (
+    "Per second over the last minute; while the run is younger than a minute (or lasted less), "
+    "its count so far over its elapsed time (recording rules run_id:*:rate1m)."
 )
 
 
@@ -66,6 +71,7 @@ def _summary_panels() -> list[Json]:
             "Achieved (ok, 1m)",
             [target(f"sum(run_id:loadgen_requests_ok:rate1m{{{RUN}}})", "ok req/s")],
             "reqps",
+            desc=RATE_DESC,
         ),
         stat("In flight", [target(f"sum(loadgen_in_flight_requests{{{RUN}}})", "in flight")], "short"),
         stat(
@@ -95,17 +101,12 @@ def _load_panels() -> list[Json]:
             "Asked vs achieved request rate",
             targets(
                 (f"max(loadgen_target_request_rate{{{RUN}}})", "asked"),
-                (f"sum(rate(loadgen_requests_total{{{RUN}}}[$__rate_interval]))", "finished (any outcome)"),
-                (
-                    f'sum(rate(loadgen_requests_total{{{RUN}, outcome="ok"}}[$__rate_interval]))',
-                    "achieved (ok)",
-                ),
-                (
-                    f"sum(rate(loadgen_slo_met_requests_total{{{RUN}}}[$__rate_interval]))",
-                    "goodput (met SLOs)",
-                ),
+                (f"sum(run_id:loadgen_requests:rate1m{{{RUN}}})", "finished (any outcome)"),
+                (f"sum(run_id:loadgen_requests_ok:rate1m{{{RUN}}})", "achieved (ok)"),
+                (f"sum(run_id:loadgen_goodput:rate1m{{{RUN}}})", "goodput (met SLOs)"),
             ),
             "reqps",
+            desc=RATE_DESC,
         ),
         timeseries(
             "In-flight requests",
@@ -117,18 +118,20 @@ def _load_panels() -> list[Json]:
         ),
         series(
             "Outcomes",
-            f"sum by (outcome) (rate(loadgen_requests_total{{{RUN}}}[$__rate_interval]))",
+            f"sum by (outcome) (run_id:loadgen_requests_by_outcome:rate1m{{{RUN}}})",
             "{{outcome}}",
             "reqps",
+            desc=RATE_DESC,
             stack=True,
         ),
         timeseries(
             "Tokens per second",
             targets(
-                (f"sum(rate(loadgen_prompt_tokens_total{{{RUN}}}[$__rate_interval]))", "prompt tok/s"),
-                (f"sum(rate(loadgen_output_tokens_total{{{RUN}}}[$__rate_interval]))", "output tok/s"),
+                (f"sum(run_id:loadgen_prompt_tokens:rate1m{{{RUN}}})", "prompt tok/s"),
+                (f"sum(run_id:loadgen_output_tokens:rate1m{{{RUN}}})", "output tok/s"),
             ),
             "suffix: tok/s",
+            desc=RATE_DESC,
         ),
     ]
 
@@ -259,9 +262,7 @@ def build() -> Json:
             "GPU host",
             "label_values(DCGM_FI_DEV_GPU_UTIL, Hostname)",
         ),
-        textbox_var("ttft_slo", "TTFT SLO (s)", "0.5"),
-        textbox_var("tpot_slo", "TPOT SLO (s)", "0.05"),
-        textbox_var("e2e_slo", "E2E SLO (s)", "10"),
+        *slo_vars(),
     ]
     return dashboard(
         "infergauge-run-live",

@@ -1,7 +1,7 @@
 """Translate launch lines between vLLM and SGLang, and compare two engines' effective parameters.
 
-The flag table lives in `exporter/engine_params.py` (one vocabulary for the exporter, align and
-diff); this module adds what a translation must warn about: flags with no exact equivalent.
+The flag tables live in the engine files (`infergauge/engines/*.py`, one vocabulary for the exporter,
+align and diff); this module adds what a translation must warn about: flags with no exact equivalent.
 """
 
 from __future__ import annotations
@@ -11,20 +11,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from exporter.engine_params import (
-    AUTO,
-    DEFAULTS,
-    FLAG_TABLE,
-    NEUTRAL_PARAMS,
-    neutral_sources,
-    parse_cmdline,
-    to_cmdline,
-    to_neutral,
-)
+from infergauge import engines
+from infergauge.engines.base import AUTO, NEUTRAL_PARAMS, EngineSpec
+from infergauge.engines.params import neutral_sources, parse_cmdline, to_cmdline, to_neutral
 
-LAUNCHERS = {"vllm": ["vllm", "serve"], "sglang": ["python", "-m", "sglang.launch_server"]}
-MODEL_FLAG = {"vllm": None, "sglang": "--model-path"}
-OTHER = {"vllm": "sglang", "sglang": "vllm", "simengine": "sglang"}
 # Flags both engines spell the same way and mean the same thing.
 PASS_THROUGH = (
     "host",
@@ -102,54 +92,59 @@ def _pass_through(args: Mapping[str, Any], warnings: list[str]) -> list[str]:
     return out
 
 
-def _unmapped(source: str, args: Mapping[str, Any], target: str) -> list[str]:
-    mapped = {flag.dest for flag in FLAG_TABLE[source].values()} | set(PASS_THROUGH) | {"model", "model_path"}
-    if source == "sglang":
-        mapped |= {"disable_radix_cache", "chunked_prefill_size"}
+def _unmapped(source: EngineSpec, args: Mapping[str, Any], target: str) -> list[str]:
+    mapped = {flag.dest for flag in source.flags.values()} | {s.dest for s in source.switches.values()}
+    mapped |= set(PASS_THROUGH) | {"model", "model_path"}
     return [f"{_flag_spelling(dest)}: no {target} equivalent; dropped" for dest in args if dest not in mapped]
 
 
-def _default_gaps(source: str, target: str, sources: Mapping[str, str]) -> list[str]:
+def _default_gaps(source: EngineSpec, target: EngineSpec, sources: Mapping[str, str]) -> list[str]:
     out = []
     for key in NEUTRAL_PARAMS:
         if sources[key] == "flag":
             continue
-        a, b = DEFAULTS[source][key], DEFAULTS[target][key]
+        a, b = source.defaults.get(key), target.defaults.get(key)
         if a != b or (a == AUTO and key in DECIDED_DIFFERENTLY):
             why = " (each engine decides 'auto' its own way)" if AUTO in (a, b) else ""
             out.append(
-                f"{key} not set: {source} default {a}, {target} default {b}{why}; "
+                f"{key} not set: {source.name} default {a}, {target.name} default {b}{why}; "
                 "set it on both to compare like with like"
             )
     return out
 
 
+def _target(source: EngineSpec, target: str | None) -> EngineSpec:
+    name = target or source.counterpart or ""
+    spec = engines.ENGINES.get(name)
+    if spec is None or not spec.launcher:
+        choices = ", ".join(n for n, s in engines.ENGINES.items() if s.launcher)
+        raise AlignError(f"invalid target engine {name!r}; choose from {choices}")
+    return spec
+
+
 def translate(argv: Sequence[str], target: str | None = None) -> Translation:
-    """Translate a vLLM/SGLang/simengine launch line to the other engine's spelling."""
+    """Translate a launch line of a registered engine to another engine's spelling."""
     source, args = parse_cmdline(list(argv))
     if source is None:
         raise AlignError(
             f"not a vLLM or SGLang launch line: {shlex.join(argv)!r} "
             "(expected `vllm serve MODEL ...` or `python -m sglang.launch_server ...`)"
         )
-    target = target or OTHER[source]
-    if target not in LAUNCHERS:
-        raise AlignError(f"invalid target engine {target!r}; choose from {', '.join(LAUNCHERS)}")
+    spec = _target(source, target)
     sources = neutral_sources(source, args)
     neutral = to_neutral(source, args)
     given = {k: v for k, v in neutral.items() if sources[k] == "flag"}
     warnings: list[str] = []
-    out = list(LAUNCHERS[target])
+    out = list(spec.launcher)
     model = args.get("model") or args.get("model_path")
-    model_flag = MODEL_FLAG[target]
     if model:
-        out += [model_flag, str(model)] if model_flag else [str(model)]
-    out += to_cmdline(target, given)
+        out += [spec.model_flag, str(model)] if spec.model_flag else [str(model)]
+    out += to_cmdline(spec, given)
     out += _pass_through(args, warnings)
     warnings += [f"{key}: approximate — {APPROXIMATE[key]}" for key in given if key in APPROXIMATE]
-    warnings += _unmapped(source, args, target)
-    warnings += _default_gaps(source, target, sources)
-    return Translation(source, target, out, warnings)
+    warnings += _unmapped(source, args, spec.name)
+    warnings += _default_gaps(source, spec, sources)
+    return Translation(source.name, spec.name, out, warnings)
 
 
 @dataclass(frozen=True)
@@ -161,13 +156,29 @@ class ParamDifference:
     b: Any
 
 
+def _undecided(value: Any) -> bool:
+    return isinstance(value, str) and value.lower() == AUTO
+
+
 def compare_params(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[ParamDifference]:
-    """Neutral parameters whose values differ (neutral vocabulary order, then any others)."""
+    """Neutral parameters whose values differ (neutral vocabulary order, then any others); a value
+    one side left to the engine ('auto', not resolved) is no difference (see `undecided`)."""
     keys = [k for k in NEUTRAL_PARAMS if k in a or k in b]
     keys += sorted((set(a) | set(b)) - set(NEUTRAL_PARAMS))
-    return [ParamDifference(k, a.get(k), b.get(k)) for k in keys if a.get(k) != b.get(k)]
+    return [
+        ParamDifference(k, a.get(k), b.get(k))
+        for k in keys
+        if a.get(k) != b.get(k) and not (_undecided(a.get(k)) or _undecided(b.get(k)))
+    ]
 
 
 def undecided(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
-    """Parameters either side leaves to the engine ('auto' from a launch line without the flag)."""
-    return [k for k in DECIDED_DIFFERENTLY if a.get(k) == AUTO or b.get(k) == AUTO]
+    """Parameters either side leaves to the engine ('auto'), where that may hide a difference: the
+    values differ, or each engine decides 'auto' by its own rule (DECIDED_DIFFERENTLY)."""
+    keys = [k for k in NEUTRAL_PARAMS if k in a or k in b]
+    return [
+        k
+        for k in keys
+        if (_undecided(a.get(k)) or _undecided(b.get(k)))
+        and (a.get(k) != b.get(k) or k in DECIDED_DIFFERENTLY)
+    ]

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from exporter.engine_params import FLAG_TABLE, NEUTRAL_PARAMS
+from infergauge.engines import ENGINES
+from infergauge.engines.base import NEUTRAL_PARAMS
 
 # Raw argument names that spell the served model or the engine's version (context, never a cause).
 IDENTITY_SPELLINGS = frozenset(
@@ -34,8 +35,8 @@ class RunFacts:
 def neutral_spellings() -> dict[str, str]:
     """Each engine's own argument name -> the neutral parameter it sets (tp_size -> tensor_parallel_size)."""
     out = {name: name for name in NEUTRAL_PARAMS}
-    for flags in FLAG_TABLE.values():
-        for neutral, flag in flags.items():
+    for spec in ENGINES.values():
+        for neutral, flag in spec.flags.items():
             out[flag.dest] = neutral
             out.update(
                 {s.lstrip("-").replace("-", "_"): neutral for s in flag.spellings if s.startswith("--")}

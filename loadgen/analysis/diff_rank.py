@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from exporter.engine_params import NEUTRAL_PARAMS
+from infergauge.engines.base import NEUTRAL_PARAMS
 from loadgen.analysis.diff_facts import IDENTITY_SPELLINGS, RunFacts, neutral_spellings
 from loadgen.analysis.diff_priors import UNRECORDED_WEIGHT, context_group, magnitude, prior_weight, same
 from loadgen.analysis.flatten import flatten

@@ -8,6 +8,7 @@ import sys
 
 import click
 
+from infergauge.engines import ENGINES
 from loadgen.analysis.align import AlignError, compare_params, translate, undecided
 from loadgen.report.tables import render
 
@@ -40,7 +41,12 @@ def _check(a: str, b: str, results_dir: str, exporters: tuple[str | None, str | 
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "help_option_names": ["-h", "--help"]})
-@click.option("--to", "target", type=click.Choice(("vllm", "sglang")), help="Engine to translate to.")
+@click.option(
+    "--to",
+    "target",
+    type=click.Choice(tuple(name for name, spec in ENGINES.items() if spec.launcher)),
+    help="Engine to translate to.",
+)
 @click.option("--check", is_flag=True, help="Compare two engines: URL_A URL_B or RUN_A RUN_B.")
 @click.option("--results-dir", default="results", show_default=True, help="Where run ids are looked up.")
 @click.option("--exporter-a", help="Exporter URL for engine A (its launch flags, e.g. for vLLM).")

@@ -31,10 +31,13 @@ def load_dashboards(directory: Path) -> list[dict[str, Any]]:
 
 
 def retarget_datasource(node: Any, uid: str) -> Any:
-    """Replace the provisioned Prometheus datasource uid everywhere in a dashboard."""
+    """Replace the provisioned Prometheus datasource uid everywhere in a dashboard (the datasource
+    variable's default included)."""
     if isinstance(node, dict):
         if node.get("type") == "prometheus" and node.get("uid") == DATASOURCE_UID:
             return {**node, "uid": uid}
+        if node.get("type") == "datasource" and node.get("current", {}).get("value") == DATASOURCE_UID:
+            return {**node, "current": {**node["current"], "text": uid, "value": uid}}
         return {k: retarget_datasource(v, uid) for k, v in node.items()}
     if isinstance(node, list):
         return [retarget_datasource(v, uid) for v in node]

@@ -7,6 +7,8 @@ from typing import Any
 
 import click
 
+from loadgen import __version__
+
 # name -> "module:attribute" of a click.Command; imported only when used so `loadgen --help`
 # stays fast and one broken subcommand never takes the others down.
 COMMANDS: dict[str, str] = {
@@ -48,7 +50,7 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="infergauge", prog_name="loadgen")
+@click.version_option(version=__version__, prog_name="loadgen")  # no installed distribution needed
 def cli() -> None:
     """infergauge load generator: reproducible, explainable LLM serving benchmarks.
 

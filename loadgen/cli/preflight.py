@@ -8,36 +8,17 @@ thermally throttled, a configured engine is down); 2 bad input or exporter unrea
 
 from __future__ import annotations
 
-import base64
 import json
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import click
 from rich.console import Console
 
-from exporter.redact import redact_url
+from infergauge.redact import redact_url
 from loadgen.cli.preflight_view import has_error, render
-
-
-def fetch_manifest(url: str, timeout_s: float) -> dict[str, Any]:
-    """GET <exporter>/manifest; basic-auth credentials may ride in the URL (user:password@host)."""
-    parts = urlsplit(url)
-    headers = {}
-    if parts.username:
-        token = base64.b64encode(f"{parts.username}:{parts.password or ''}".encode()).decode()
-        headers["Authorization"] = f"Basic {token}"
-        parts = parts._replace(netloc=(parts.hostname or "") + (f":{parts.port}" if parts.port else ""))
-    target = urlunsplit(parts).rstrip("/") + "/manifest"
-    request = urllib.request.Request(target, headers=headers)
-    with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310 - user-given URL
-        data = json.loads(response.read())
-    if not isinstance(data, dict):
-        raise ValueError("the /manifest body is not a JSON object")
-    return data
+from loadgen.results.exporter_client import ExporterUnreachable, read_exporter_manifest
 
 
 def local_manifest(engine_urls: list[str]) -> dict[str, Any]:
@@ -88,9 +69,9 @@ def preflight(
             _fail(f"{redact_url(url)!r} is not an http(s) URL (e.g. http://127.0.0.1:9402)")
     if exporter_url:
         try:
-            manifest = fetch_manifest(exporter_url, timeout)
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            _fail(f"cannot read {redact_url(exporter_url)}/manifest: {exc}")
+            manifest = read_exporter_manifest(exporter_url, timeout)
+        except ExporterUnreachable as exc:
+            _fail(f"cannot read {exc}")
     else:
         manifest = local_manifest(list(engine_url))
     if save is not None:

@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from exporter.engine_params import NEUTRAL_PARAMS
+from infergauge.engines.base import NEUTRAL_PARAMS
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
 

@@ -2,14 +2,17 @@
 
 Sources resolve as `--config run.yaml` < environment (`LOADGEN_*`, `OPENAI_API_KEY`, `GRAFANA_URL`,
 `GRAFANA_TOKEN`) < flags. Exit codes: 0 ok; 1 the run failed its error budget or was interrupted
-(a partial result is still written); 2 usage error or unreachable target (nothing written).
+(a partial result is still written); 2 usage error, unreachable target or unwritable results dir
+(nothing sent); 3 the run was measured but some of its files could not be written (named on stderr).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import resource
+import signal
 import sys
 from collections.abc import Mapping
 from typing import Any, NoReturn
@@ -33,7 +36,8 @@ from loadgen.config import (
     parse_slo,
     resolve,
 )
-from loadgen.store.url import StoreURLError, parse_store
+from loadgen.records import RunResult
+from loadgen.store.url import StoreURL, StoreURLError, parse_store
 
 
 class OneLineErrors(click.Command):
@@ -95,7 +99,12 @@ def build_config(params: Mapping[str, Any], extra: list[str], environ: Mapping[s
     sim_args = sim_passthrough(extra)
     if sim_args:
         flags["sim_args"] = tuple(yaml_values.get("sim_args", ())) + sim_args
-    return resolve(yaml_values, env_values, flags)
+    config = resolve(yaml_values, env_values, flags)
+    if config.sim_args:  # a bad --sim-X is a usage error before anything runs
+        from loadgen.cli.sim import check_sim_args  # simengine is imported only when used
+
+        check_sim_args(config.sim_args)
+    return config
 
 
 def _fail(ctx: click.Context, message: str) -> NoReturn:
@@ -151,6 +160,10 @@ def _raise_fd_limit() -> None:
 @click.option("--request-timeout", help="Per-request timeout (default 600s).")
 @click.option("--max-error-rate", type=float, help="Stop and exit 1 above this failed share (default 0.1).")
 @click.option("--metrics-port", type=int, help="Live /metrics port (default 9403; 0 disables).")
+@click.option(
+    "--metrics-listen-address",
+    help="Address live /metrics listens on (default 0.0.0.0; 127.0.0.1 keeps it on this host).",
+)
 @click.option("--linger", type=float, help="Seconds /metrics stays up after the run (default 15).")
 @click.option("--results-dir", help="Where results/<run_id>/ go (default results).")
 @click.option("--scenario", help="Scenario label (default <workload>-<profile>).")
@@ -168,9 +181,7 @@ def _raise_fd_limit() -> None:
 @click.pass_context
 def run(ctx: click.Context, **params: Any) -> None:
     """Run a benchmark: `loadgen --target sglang --rate 10` (extra `--sim-X V` go to the simulator)."""
-    from loadgen.run.progress import summary_table
     from loadgen.run.runner import run_benchmark_sync
-    from loadgen.store.writer import store_run
 
     try:
         config = build_config(params, list(ctx.args), os.environ)
@@ -181,17 +192,58 @@ def run(ctx: click.Context, **params: Any) -> None:
     except StoreURLError as exc:
         _fail(ctx, str(exc))
     _raise_fd_limit()
+    late = LateSignals()
+    show = functools.partial(_show, config, late, json_output=params["json_output"], store=store)
     try:
-        result = run_benchmark_sync(config, progress=not params["quiet"])
+        result = run_benchmark_sync(config, progress=not params["quiet"], on_result=show, late_signals=late)
     except ConfigError as exc:  # unreachable target, busy metrics port, unusable dataset
         _fail(ctx, str(exc))
-    store_run(store, config.results_dir, result.run_id, lambda line: click.echo(line, err=True))
-    if params["json_output"]:
+    for sig in (signal.SIGINT, signal.SIGTERM):  # the record is written: exit with its code
+        signal.signal(sig, signal.SIG_IGN)
+    ctx.exit(result.exit_code)
+
+
+class LateSignals:
+    """Ctrl-C / SIGTERM outside the run's own handling: before the run it aborts (nothing measured);
+    once the record is written it is absorbed, so the exit code stays the run's (never 130)."""
+
+    def __init__(self) -> None:
+        self.recorded = False
+
+    def __call__(self, sig: signal.Signals) -> None:
+        """Route one signal (see the class docstring)."""
+        if not self.recorded:
+            raise KeyboardInterrupt
+
+
+def _show(
+    config: RunConfig, late: LateSignals, result: RunResult, *, json_output: bool, store: StoreURL | None
+) -> None:
+    """Print the summary (before the linger), where the record went, its row in the results store,
+    and how long /metrics stays."""
+    from loadgen.run.progress import summary_table
+    from loadgen.store.writer import store_run
+
+    late.recorded = True
+    if json_output:
         click.echo(json.dumps(result.summary, indent=2, default=str))
     else:
         click.echo(summary_table(result.summary))
-    click.echo(f"results: {result.result_dir}/ (manifest.json, summary.json, requests.jsonl)", err=True)
-    ctx.exit(result.exit_code)
+    click.echo(results_line(result.result_dir, result.not_written), err=True)
+    store_run(store, config.results_dir, result.run_id, lambda line: click.echo(line, err=True))
+    if config.metrics_port and config.linger_s:
+        click.echo(
+            f"metrics stay up for {config.linger_s:g} s on :{config.metrics_port}/metrics (Ctrl-C ends it)",
+            err=True,
+        )
+
+
+def results_line(result_dir: Any, not_written: Mapping[str, str]) -> str:
+    """Where the record went, or exactly which of its files could not be written and why."""
+    if not not_written:
+        return f"results: {result_dir}/ (manifest.json, summary.json, requests.jsonl)"
+    missing = ", ".join(f"{name} ({why})" for name, why in not_written.items())
+    return f"Error: not written under {result_dir}/: {missing}; the summary above is printed anyway"
 
 
 if __name__ == "__main__":  # pragma: no cover

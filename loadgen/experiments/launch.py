@@ -3,7 +3,7 @@
 `{port}` in the command and base URL becomes a free loopback port; `python -m simengine` runs with
 this interpreter (other engines run as written: give the path of their own environment's python,
 as the seed recommends one isolated environment per engine). Parameter variants
-are appended as the engine's own flags (exporter/engine_params.py). Output goes to a log file.
+are appended as the engine's own flags (infergauge/engines/params.py). Output goes to a log file.
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from exporter.engine_params import to_cmdline
-from exporter.redact import redact_argv
+from infergauge import engines
+from infergauge.engines.params import to_cmdline
+from infergauge.redact import redact_argv
 from loadgen.experiments.plantypes import EngineSpec
 
 POLL_S = 0.2
@@ -44,7 +45,7 @@ def launch_argv(spec: EngineSpec, params: dict[str, Any], port: int) -> list[str
     if argv[:1] in (["python"], ["python3"]) and spec.family == "simengine":
         argv[0] = sys.executable  # our own simulator lives in this environment
     if spec.family is not None:
-        argv += to_cmdline(spec.family, params)
+        argv += to_cmdline(engines.get(spec.family), params)
     return argv
 
 

@@ -6,7 +6,8 @@ import math
 import shlex
 from typing import Any
 
-from exporter.engine_params import NEUTRAL_PARAMS, VLLM_FLAGS, detect_engine
+from infergauge.engines import detect_cmdline
+from infergauge.engines.base import NEUTRAL_KINDS, NEUTRAL_PARAMS
 from loadgen.config import TARGET_NAMES, ConfigError, normalise_keys
 from loadgen.experiments.param_ranges import range_problem
 from loadgen.experiments.plancheck import Checker
@@ -20,6 +21,7 @@ from loadgen.experiments.plantypes import (
     PhaseSpec,
 )
 from loadgen.experiments.yamlnodes import Node
+from loadgen.targets import preset_for
 
 WORKLOAD_FIELDS = (
     "workload",
@@ -46,23 +48,19 @@ def command_argv(node: Node, check: Checker) -> tuple[str, ...]:
 
 
 def _family(argv: tuple[str, ...]) -> str | None:
-    return detect_engine(list(argv))[0]
+    spec = detect_cmdline(list(argv))[0]
+    return spec.name if spec else None
 
 
 def _default_target(name: str, argv: tuple[str, ...], family: str | None) -> str | None:
-    if family in ("vllm", "sglang"):
-        return family
-    if family == "simengine":
-        for flag in ("--personality",):
-            if flag in argv and argv.index(flag) + 1 < len(argv):
-                return argv[argv.index(flag) + 1]
-        return "vllm"
+    if family is not None:
+        return preset_for(family, argv)
     return name if name in PLAN_TARGETS else None
 
 
 def _param_ok(key: str, value: Any) -> bool:
     """Whether a neutral parameter's value has the type the engines' flag takes."""
-    kind = VLLM_FLAGS[key].kind
+    kind = NEUTRAL_KINDS[key]
     if kind is bool:
         return isinstance(value, bool)
     if kind is int:
@@ -76,7 +74,7 @@ def check_param(check: Checker, key: str, node: Node) -> None:
     """Report a parameter value of the wrong type or out of range (param_ranges), naming the valid ones."""
     if not _param_ok(key, node.value):
         names = {bool: "true or false", int: "an integer", float: "a number"}
-        kind = names.get(VLLM_FLAGS[key].kind, "a string")
+        kind = names.get(NEUTRAL_KINDS[key], "a string")
         check.bad(node, f"invalid {key} {node.value!r}: must be {kind}")
     elif isinstance(node.value, int | float) and not isinstance(node.value, bool):
         problem = range_problem(key, node.value)

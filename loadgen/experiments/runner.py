@@ -17,8 +17,8 @@ from typing import Any
 
 import aiohttp
 
-from exporter.engine_params import parse_cmdline, to_neutral
-from exporter.redact import redact_argv
+from infergauge.engines.params import parse_cmdline
+from infergauge.redact import redact_argv, redact_mapping
 from loadgen.config import ConfigError, RunConfig
 from loadgen.experiments.expand import RunSpec, build_config, expand
 from loadgen.experiments.launch import EngineFailed, LaunchedEngine
@@ -72,16 +72,14 @@ def flush_external(target: str, base_url: str) -> dict[str, Any]:
     return asyncio.run(_flush())
 
 
-def launched_engine_facts(argv: list[str], target: str) -> dict[str, Any]:
-    """The redacted launch command and the neutral params read from it, for the manifest's `engine`
-    section; they become `params` for vLLM, which does not report its flags over HTTP (SGLang's
-    /get_server_info gives the effective values, which the run records itself)."""
+def launched_engine_facts(argv: list[str]) -> dict[str, Any]:
+    """The redacted launch command and its parsed args, for the manifest's `engine` section: the run's
+    one resolution of `params` reads `launch_args` as the engine's command line (vLLM does not
+    report its flags over HTTP), the engine's HTTP answers filling what the command left out."""
     family, args = parse_cmdline(argv)
     facts: dict[str, Any] = {"launch_command": redact_argv(argv)}
     if family is not None:
-        facts["launch_params"] = dict(to_neutral(family, args))
-        if target == "vllm":
-            facts["params"] = facts["launch_params"]
+        facts["launch_args"] = redact_mapping(args)
     return facts
 
 
@@ -190,7 +188,7 @@ class ExperimentRunner:
         }
         extra: dict[str, Any] = {"cache": cache, "experiment": experiment}
         if self.active is not None and self.active.engine is not None and engine.kind == "launch":
-            extra["engine"] = launched_engine_facts(self.active.engine.argv, engine.target)
+            extra["engine"] = launched_engine_facts(self.active.engine.argv)
         config = build_config(
             spec,
             target=engine.target,

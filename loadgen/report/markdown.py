@@ -4,8 +4,6 @@ cost per million tokens, production advice)."""
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,6 +12,7 @@ from loadgen.analysis.facts import series_facts
 from loadgen.analysis.series import Series, group_series, run_load
 from loadgen.analysis.slo import Objective, format_seconds
 from loadgen.report.charts import write_charts
+from loadgen.report.results_csv import result_values, results_csv
 from loadgen.results.rundir import RunRecord, atomic_write
 
 RESULT_COLUMNS = (
@@ -23,6 +22,8 @@ RESULT_COLUMNS = (
     "load",
     "req/s",
     "output tok/s",
+    "input tok/req (set / sent)",
+    "output tok/req (set / sent)",
     "TTFT p50",
     "TTFT p99",
     "TPOT p50",
@@ -66,8 +67,13 @@ def _cache(manifest: dict[str, Any]) -> str:
     return {True: f"yes ({method})", False: f"NO ({method})"}.get(flushed, "-")
 
 
+def _set_sent(configured: Any, measured: Any) -> str:
+    """`fixed:64 / 119`: the configured length beside the mean measured per request (usage)."""
+    return f"{configured or '-'} / {_fmt(measured, 0)}"
+
+
 def result_row(record: RunRecord, series: Series) -> dict[str, str]:
-    """One results-table row; numbers as printed in the Markdown and the CSV."""
+    """One results-table row of report.md, formatted for reading (results.csv has the numbers)."""
     s, m = record.summary, record.manifest
     names = (("TTFT", "ttft_s"), ("TPOT", "tpot_s"), ("E2E", "e2e_s"))
     lat = {
@@ -80,6 +86,12 @@ def result_row(record: RunRecord, series: Series) -> dict[str, str]:
         "load": f"{run_load(record, series.kind):g} {'conc' if series.kind == 'concurrency' else 'req/s'}",
         "req/s": _fmt(s.get("request_throughput")),
         "output tok/s": _fmt(s.get("output_token_throughput"), 1),
+        "input tok/req (set / sent)": _set_sent(
+            _get(m, "workload", "input_len") or _get(m, "config", "input_len"), s.get("mean_prompt_tokens")
+        ),
+        "output tok/req (set / sent)": _set_sent(
+            _get(m, "workload", "output_len") or _get(m, "config", "output_len"), s.get("mean_output_tokens")
+        ),
         **lat,
         "goodput req/s": _fmt(s.get("goodput")),
         "errors": f"{_get(s, 'requests', 'failed') or 0} ({_fmt((s.get('error_rate') or 0) * 100, 1)}%)",
@@ -148,15 +160,6 @@ def _per_run(cfg: dict[str, Any]) -> str:
     return f"{cfg['duration_s']:g} s of sending" if cfg.get("duration_s") else "-"
 
 
-def results_csv(rows: list[dict[str, str]]) -> str:
-    """The results table as CSV text."""
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(RESULT_COLUMNS), lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return buf.getvalue()
-
-
 def _dates(records: list[RunRecord]) -> str:
     starts = sorted(str(r.summary.get("started_at") or "") for r in records)
     ends = sorted(str(r.summary.get("ended_at") or "") for r in records)
@@ -166,9 +169,10 @@ def _dates(records: list[RunRecord]) -> str:
 def write_report(records: list[RunRecord], out_dir: Path, options: ReportOptions) -> Path:
     """Write report.md, results.csv and the PNG charts into out_dir; returns report.md's path."""
     series = group_series(records)
-    rows = [result_row(r, s) for s in series for r in sorted(s.records, key=lambda r: run_load(r, s.kind))]
+    ordered = [(r, s) for s in series for r in sorted(s.records, key=lambda r: run_load(r, s.kind))]
+    rows = [result_row(r, s) for r, s in ordered]
     charts = write_charts(series, out_dir, options.objective)
-    atomic_write(out_dir / "results.csv", results_csv(rows))
+    atomic_write(out_dir / "results.csv", results_csv([result_values(r, s) for r, s in ordered]))
     lines = [
         f"# Benchmark report: {options.title}",
         "",
@@ -189,7 +193,8 @@ def write_report(records: list[RunRecord], out_dir: Path, options: ReportOptions
         "## Results",
         "",
         "Latencies are exact percentiles over the measured requests "
-        "(definitions as `vllm bench serve`); full table in `results.csv`.",
+        "(definitions as `vllm bench serve`); tokens per request: configured / measured mean (usage). "
+        "The same figures as numbers, in base units, in `results.csv`.",
         "",
         *_table(RESULT_COLUMNS, rows),
         "",
@@ -225,8 +230,16 @@ def _warnings(records: list[RunRecord]) -> list[str]:
     return ["## Warnings", "", *notes] if notes else []
 
 
+def definition_of(manifest: dict[str, Any]) -> str:
+    """The workload-definition fingerprint (generator, options, seed); runs recorded before it
+    existed fall back to the fingerprint of the requests sent."""
+    wl = manifest.get("workload") or {}
+    return str(wl.get("definition_fingerprint") or wl.get("fingerprint"))
+
+
 def workload_mismatches(records: list[RunRecord]) -> list[str]:
-    """Runs side by side (same phase, workload and load) must have sent the same requests."""
+    """Runs side by side (same phase, workload and load) must come from one workload definition
+    (how many requests each sent may differ: a duration-bounded run sends what fits)."""
     groups: dict[tuple[str, str, str], dict[str, list[str]]] = {}
     for r in records:
         exp = r.manifest.get("experiment") or {}
@@ -235,11 +248,10 @@ def workload_mismatches(records: list[RunRecord]) -> list[str]:
             str(exp.get("workload") or r.summary.get("scenario")),
             f"{r.summary.get('max_concurrency')}/{r.summary.get('asked_rate')}",
         )
-        fingerprint = str(_get(r.manifest, "workload", "fingerprint"))
-        groups.setdefault(key, {}).setdefault(fingerprint, []).append(r.run_id)
+        groups.setdefault(key, {}).setdefault(definition_of(r.manifest), []).append(r.run_id)
     return [
         f"- runs compared in phase {phase}, workload {workload} used different workloads "
-        f"(fingerprints differ: {'; '.join(', '.join(ids) for ids in by_fp.values())}): not comparable"
+        f"(definitions differ: {'; '.join(', '.join(ids) for ids in by_fp.values())}): not comparable"
         for (phase, workload, _), by_fp in groups.items()
         if len(by_fp) > 1
     ]

@@ -1,18 +1,24 @@
 """Effective parameters of a live engine (HTTP metadata, optionally the exporter's manifest) or of a
-stored run (its manifest), for `loadgen align --check`."""
+stored run (its manifest), for `loadgen align --check`.
+
+The engine is recognised from what its metadata bodies contain (`detect_http`), never from which
+endpoint answered first (a vLLM in dev mode answers `/server_info` like SGLang does), and its
+parameters come from the one resolution (`loadgen.results.manifest.resolved_params`).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 import aiohttp
 
-from loadgen.results.manifest import fetch_exporter_manifest, neutral_params
+from loadgen.results.exporter_client import fetch_exporter_manifest, match_engine
+from loadgen.results.manifest import resolved_params
 from loadgen.results.rundir import load_run
-from loadgen.targets import get_target
+from loadgen.targets.preset import fetch_bodies, metadata_from_bodies
 
 
 @dataclass(frozen=True)
@@ -25,54 +31,24 @@ class EngineFacts:
     model: str | None
     params: dict[str, Any] = field(default_factory=dict)
     source: str = ""
+    param_sources: dict[str, str] = field(default_factory=dict)
 
 
 async def _from_url(url: str, exporter_url: str | None) -> EngineFacts:
     base = url.rstrip("/")
     async with aiohttp.ClientSession() as session:
-        meta = None
-        for name in ("sglang", "vllm"):  # SGLang answers /get_server_info; vLLM /version, /server_info
-            candidate = await get_target(name).fetch_metadata(session, base)
-            if candidate.server_args or candidate.version:
-                meta = candidate
-                break
-        if meta is None:
-            raise ConnectionError(f"no vLLM or SGLang metadata at {url!r} (is the engine running?)")
-        params, source = neutral_params(meta), "engine HTTP metadata"
-        if exporter_url:
-            manifest, _ = await fetch_exporter_manifest(session, exporter_url, timeout_s=5.0)
-            chosen = pick_engine((manifest or {}).get("engines") or [], base)
-            if chosen and chosen.get("params"):
-                params, source = dict(chosen["params"]), f"exporter {exporter_url}"
-    return EngineFacts(url, meta.engine, meta.version, meta.model, params, source)
-
-
-def _port(url: str | None) -> int | None:
-    try:
-        return urlsplit(url or "").port
-    except ValueError:
-        return None
-
-
-def _flag_port(cmdline: list[str]) -> int | None:
-    for i, token in enumerate(cmdline):
-        value = (
-            token.split("=", 1)[1]
-            if token.startswith("--port=")
-            else (cmdline[i + 1] if token == "--port" and i + 1 < len(cmdline) else None)
-        )
-        if value is not None and value.isdigit():
-            return int(value)
-    return None
-
-
-def pick_engine(engines: list[dict[str, Any]], url: str) -> dict[str, Any] | None:
-    """The exporter's engine serving `url` (same port in its URL or its --port flag), else the first."""
-    port = _port(url)
-    for engine in engines:
-        if port is not None and port in (_port(engine.get("url")), _flag_port(engine.get("cmdline") or [])):
-            return engine
-    return engines[0] if engines else None
+        bodies = await fetch_bodies(session, base)
+        exporter = (await fetch_exporter_manifest(session, exporter_url))[0] if exporter_url else None
+    meta = metadata_from_bodies("", bodies)
+    if meta.speaks is None:
+        raise ConnectionError(f"no known engine's metadata at {url!r} (is the engine running?)")
+    meta = dataclasses.replace(meta, engine=meta.speaks)
+    watched = match_engine((exporter or {}).get("engines") or [], base)
+    resolved = resolved_params(meta, watched, exporter)
+    source = f"exporter {exporter_url} + engine HTTP" if watched else "engine HTTP metadata"
+    params = resolved.params if resolved else {}
+    sources = resolved.param_sources if resolved else {}
+    return EngineFacts(url, meta.engine, meta.version, meta.model, params, source, sources)
 
 
 def facts_from_url(url: str, exporter_url: str | None = None) -> EngineFacts:
@@ -84,8 +60,10 @@ def facts_from_run(results_dir: str, run_id: str) -> EngineFacts:
     """The engine facts a stored run recorded (raises RunNotFound for an unknown id)."""
     manifest = load_run(results_dir, run_id).manifest
     engine = manifest.get("engine") or {}
-    exporter_engines = (manifest.get("exporter") or {}).get("engines") or []
-    params = engine.get("params") or (exporter_engines[0].get("params") if exporter_engines else {}) or {}
+    watched = match_engine(
+        (manifest.get("exporter") or {}).get("engines") or [], engine.get("base_url") or ""
+    )
+    params = engine.get("params") or (watched or {}).get("params") or {}
     return EngineFacts(
         run_id,
         engine.get("engine"),
@@ -93,6 +71,7 @@ def facts_from_run(results_dir: str, run_id: str) -> EngineFacts:
         engine.get("model"),
         dict(params),
         f"run {run_id} manifest",
+        dict(engine.get("param_sources") or {}),
     )
 
 

@@ -1,65 +1,24 @@
-"""Assemble a run's summary, manifest and per-request lines, and write them (results.py)."""
+"""Assemble a run's manifest and per-request lines, and write the run's files (a failed write is
+reported by file name, never raised: the measurements are printed anyway)."""
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from infergauge.redact import redact
 from loadgen.config import RunConfig
 from loadgen.records import RequestRecord
 from loadgen.results.manifest import client_info, engine_section, tool_info
-from loadgen.results.rundir import append_runs_csv, csv_row, write_json, write_jsonl
+from loadgen.results.rundir import RUNS_CSV, append_runs_csv, atomic_write, csv_row, line_text, write_json
 from loadgen.results.sent import as_sent
-from loadgen.stats import NS, e2e_s, itls_s, summarize, tpot_s, ttft_s
+from loadgen.results.summary import iso
+from loadgen.stats import NS, e2e_s, itls_s, tpot_s, ttft_s
 from loadgen.targets import EngineMetadata, get_target
-
-
-def _iso(t: datetime) -> str:
-    return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def achieved_rate(records: Sequence[RequestRecord]) -> float | None:
-    """Requests sent per second between the first and last measured send: (n - 1) / span."""
-    sends = sorted(r.sent_ns for r in records if not r.warmup)
-    if len(sends) < 2 or sends[-1] == sends[0]:
-        return None
-    return (len(sends) - 1) / ((sends[-1] - sends[0]) / NS)
-
-
-def build_summary(
-    config: RunConfig,
-    run_id: str,
-    records: Sequence[RequestRecord],
-    meta: EngineMetadata | None,
-    model: str,
-    started: datetime,
-    ended: datetime,
-    stop_reason: str | None,
-    peak_in_flight: int,
-) -> dict[str, Any]:
-    """summary.json (docs/CONTRACTS.md layout)."""
-    stats = summarize(records, config.slo)
-    head = {
-        "run_id": run_id,
-        "partial": stop_reason is not None,
-        "partial_reason": stop_reason,
-        "target": config.target,
-        "engine": meta.engine if meta else None,
-        "model": model,
-        "scenario": config.resolved_scenario,
-        "experiment_id": config.experiment_id,
-        "started_at": _iso(started),
-        "ended_at": _iso(ended),
-        "asked_rate": config.rate,
-        "achieved_rate": achieved_rate(records),
-        "max_concurrency": config.max_concurrency,
-        "peak_in_flight": peak_in_flight,
-    }
-    return {**head, **stats}
 
 
 @dataclass(frozen=True)
@@ -99,13 +58,19 @@ def build_manifest(
         "run_id": run_id,
         "partial": stop_reason is not None,
         "partial_reason": stop_reason,
-        "started_at": _iso(started),
-        "ended_at": _iso(ended),
+        "status": "complete",
+        "started_at": iso(started),
+        "ended_at": iso(ended),
         "tool": tool_info(),
         "client": client_info(),
-        "config": as_sent(config.to_manifest(), facts.workload, get_target(config.target)),
+        "config": redact(as_sent(config.to_manifest(), facts.workload, get_target(config.target))),
         "workload": wl,
-        "engine": engine_section(facts.meta, facts.base_url),
+        "engine": engine_section(
+            facts.meta,
+            facts.base_url,
+            facts.exporter,
+            config.extra_manifest.get("engine", {}).get("launch_args"),
+        ),
         "exporter": facts.exporter,
         "exporter_source": facts.exporter_source,
         "cache": {"flushed": None, "method": None, "detail": None},
@@ -138,7 +103,9 @@ def request_line(r: RequestRecord, start_ns: int) -> dict[str, Any]:
         "first_token_s": _rel(r.first_ns, start_ns),
         "last_token_s": _rel(r.last_ns, start_ns),
         "done_s": _rel(r.done_ns, start_ns),
+        "due_s": _rel(r.due_ns, start_ns),
         "schedule_lag_s": r.schedule_lag_ns / NS,
+        "slot_wait_s": r.slot_wait_ns / NS,
         "ttft_s": ttft_s(r),
         "tpot_s": tpot_s(r),
         "e2e_s": e2e_s(r),
@@ -154,6 +121,19 @@ def request_line(r: RequestRecord, start_ns: int) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class Written:
+    """Where a run's files went and which could not be written (file name -> reason)."""
+
+    run_dir: Path
+    not_written: dict[str, str]
+
+
+def request_text(r: RequestRecord, start_ns: int) -> str:
+    """One requests.jsonl line, newline included."""
+    return line_text(request_line(r, start_ns))
+
+
 def write_run(
     results_dir: Path,
     run_id: str,
@@ -161,11 +141,27 @@ def write_run(
     summary: dict[str, Any],
     records: Sequence[RequestRecord],
     start_ns: int,
-) -> Path:
-    """Write requests.jsonl, summary.json, manifest.json (last) and the runs.csv row; returns the dir."""
+    lines: Mapping[int, str] | None = None,
+) -> Written:
+    """Write requests.jsonl (index order; `lines` holds texts already encoded by the journal),
+    summary.json, manifest.json (marked complete) and the runs.csv row; every file is tried."""
     run_dir = results_dir / run_id
-    write_jsonl(run_dir / "requests.jsonl", (request_line(r, start_ns) for r in records))
-    write_json(run_dir / "summary.json", summary)
-    write_json(run_dir / "manifest.json", manifest)
-    append_runs_csv(results_dir, csv_row(manifest, summary, run_dir))
-    return run_dir
+    known = lines or {}
+
+    def requests() -> None:
+        text = "".join(known.get(r.index) or request_text(r, start_ns) for r in records)
+        atomic_write(run_dir / "requests.jsonl", text)
+
+    steps: tuple[tuple[str, Callable[[], Any]], ...] = (
+        ("requests.jsonl", requests),
+        ("summary.json", lambda: write_json(run_dir / "summary.json", summary)),
+        ("manifest.json", lambda: write_json(run_dir / "manifest.json", manifest)),
+        (RUNS_CSV, lambda: append_runs_csv(results_dir, csv_row(manifest, summary, run_dir))),
+    )
+    failed: dict[str, str] = {}
+    for name, write in steps:
+        try:
+            write()
+        except OSError as exc:
+            failed[name] = exc.strerror or type(exc).__name__
+    return Written(run_dir, failed)

@@ -1,5 +1,6 @@
 """Run records on disk: `results/<run_id>/{manifest.json,summary.json,requests.jsonl}` and
-`results/runs.csv` (one flat row per run). Every write is atomic (temp file + rename)."""
+`results/runs.csv` (one flat row per run). Every write is atomic (temp file + rename) except the
+journal's appends to requests.jsonl while a run goes (loadgen/results/journal.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from loadgen.results.summary import CRASHED_REASON, read_lines, rebuild_summary
 
 RUNS_CSV = "runs.csv"
 CSV_COLUMNS = (
@@ -30,8 +33,11 @@ CSV_COLUMNS = (
     "experiment_id",
     "workload",
     "workload_fingerprint",
+    "workload_definition_fingerprint",
     "input_len",
     "output_len",
+    "mean_prompt_tokens",
+    "mean_output_tokens",
     "seed",
     "asked_rate",
     "achieved_rate",
@@ -42,6 +48,7 @@ CSV_COLUMNS = (
     "requests_total",
     "requests_ok",
     "requests_failed",
+    "requests_cancelled",
     "error_rate",
     "token_count",
     "duration_s",
@@ -67,6 +74,7 @@ CSV_COLUMNS = (
     "e2e_p90_s",
     "e2e_p99_s",
     "schedule_lag_p99_s",
+    "slot_wait_p99_s",
     "gpu_name",
     "gpu_count",
     "tensor_parallel_size",
@@ -98,11 +106,26 @@ def new_run_id(now: datetime | None = None) -> str:
     return f"{stamp}-{secrets.token_hex(3)}"
 
 
+def current_umask() -> int:
+    """The process umask (read from /proc where it can be, so it is never changed, even briefly)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(path: Path, data: str | bytes) -> None:
-    """Write to a temp file in the same directory, fsync, then rename over `path`."""
+    """Write to a temp file in the same directory, fsync, then rename over `path`; the file gets
+    the mode a plain `open` would give it (0666 less the umask), not mkstemp's 0600."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~current_umask())
         with os.fdopen(fd, "wb") as fh:
             fh.write(data.encode() if isinstance(data, str) else data)
             fh.flush()
@@ -121,9 +144,14 @@ def write_json(path: Path, obj: Any) -> None:
 _LINE = json.JSONEncoder(separators=(",", ":"), default=str).encode  # one encoder for every line
 
 
+def line_text(row: dict[str, Any]) -> str:
+    """One JSON Lines line, newline included (finite numbers only: per-request lines have no inf)."""
+    return _LINE(row) + "\n"
+
+
 def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
-    """Atomically write one JSON object per line (finite numbers only: per-request lines have no inf)."""
-    atomic_write(path, "".join(map("{}\n".format, map(_LINE, rows))))
+    """Atomically write one JSON object per line."""
+    atomic_write(path, "".join(map(line_text, rows)))
 
 
 def _jsonable(obj: Any) -> Any:
@@ -153,6 +181,7 @@ def csv_row(manifest: dict[str, Any], summary: dict[str, Any], result_dir: Path)
         engine_version=eng.get("version"),
         workload=wl.get("name"),
         workload_fingerprint=wl.get("fingerprint"),
+        workload_definition_fingerprint=wl.get("definition_fingerprint"),
         input_len=wl.get("input_len"),
         output_len=wl.get("output_len"),
         seed=cfg.get("seed"),
@@ -162,6 +191,7 @@ def csv_row(manifest: dict[str, Any], summary: dict[str, Any], result_dir: Path)
         requests_total=_dig(summary, "requests", "measured"),
         requests_ok=_dig(summary, "requests", "ok"),
         requests_failed=_dig(summary, "requests", "failed"),
+        requests_cancelled=_dig(summary, "requests", "cancelled"),
         slo=json.dumps(summary.get("slo") or {}),
         gpu_name=gpus[0].get("name") if gpus else None,
         gpu_count=len(gpus) or None,
@@ -178,36 +208,71 @@ def csv_row(manifest: dict[str, Any], summary: dict[str, Any], result_dir: Path)
             if key in CSV_COLUMNS:
                 row[key] = _dig(summary, f"{metric}_s", stat)
     row["schedule_lag_p99_s"] = _dig(summary, "schedule_lag_s", "p99")
+    row["slot_wait_p99_s"] = _dig(summary, "slot_wait_s", "p99")
     return {k: row.get(k) for k in CSV_COLUMNS}
 
 
 def append_runs_csv(results_dir: Path, row: dict[str, Any]) -> Path:
-    """Add one row to `results_dir/runs.csv` (header written when the file is new); atomic rewrite."""
+    """Add one row to `results_dir/runs.csv` (header written when the file is new); atomic rewrite.
+
+    A file whose header is another version's (columns added since) is rewritten under the current
+    header, its old columns kept at the end, so no row is ever shifted under the wrong name."""
     path = Path(results_dir) / RUNS_CSV
     old = path.read_text() if path.exists() else ""
+    old_rows: list[dict[str, str]] = []
+    header = next(csv.reader(io.StringIO(old)), None) if old else None
+    columns = list(CSV_COLUMNS)
+    if header is not None and header != columns:  # written by another version: rewrite it aligned
+        old_rows, old = list(csv.DictReader(io.StringIO(path.read_text()))), ""
+        columns += [c for c in header if c not in CSV_COLUMNS]
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(CSV_COLUMNS), extrasaction="ignore", lineterminator="\n")
+    writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
     if not old:
         writer.writeheader()
+    writer.writerows(old_rows)
     writer.writerow({k: "" if v is None else v for k, v in row.items()})
     atomic_write(path, old + buf.getvalue())
     return path
 
 
+def probe_writable(results_dir: Path) -> None:
+    """Create the results dir and a file in it (then remove it); raises OSError when it cannot."""
+    results_dir.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".write-probe.", dir=results_dir)
+    os.close(fd)
+    os.unlink(tmp)
+
+
 def load_run(results_dir: str | Path, run_id: str) -> RunRecord:
-    """Read a stored run; raises RunNotFound naming the id and the directory."""
+    """Read a stored run; a crashed one (manifest, no summary) gets a summary rebuilt from its
+    requests.jsonl, marked `partial` and `crashed`. Raises RunNotFound naming the id and directory."""
     run_dir = Path(results_dir) / run_id
+    requests = run_dir / "requests.jsonl"
     try:
         manifest = json.loads((run_dir / "manifest.json").read_text())
-        summary = json.loads((run_dir / "summary.json").read_text())
+        if (run_dir / "summary.json").is_file() or manifest.get("status") != "running":
+            summary = json.loads((run_dir / "summary.json").read_text())
+            return RunRecord(run_id, manifest, summary, requests)
     except FileNotFoundError:
         raise RunNotFound(f"no run {run_id!r} in {str(results_dir)!r}") from None
-    return RunRecord(run_id, manifest, summary, run_dir / "requests.jsonl")
+    lines = read_lines(requests.read_text()) if requests.is_file() else []
+    crashed = {**manifest, "status": "crashed", "partial": True, "crashed": True}
+    crashed["partial_reason"] = CRASHED_REASON
+    return RunRecord(run_id, crashed, rebuild_summary(manifest, lines), requests)
+
+
+def _is_run(path: Path) -> bool:
+    if (path / "summary.json").is_file():
+        return True
+    try:
+        return json.loads((path / "manifest.json").read_text()).get("status") == "running"
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def list_runs(results_dir: str | Path) -> list[str]:
-    """Run ids with a summary under the results directory, oldest first."""
+    """Run ids with a summary (or crashed: a start manifest, no summary), oldest first."""
     root = Path(results_dir)
     if not root.is_dir():
         return []
-    return sorted(p.name for p in root.iterdir() if (p / "summary.json").is_file())
+    return sorted(p.name for p in root.iterdir() if _is_run(p))

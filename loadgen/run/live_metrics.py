@@ -8,20 +8,22 @@ linear interpolation stays within a few percent of the exact percentile.
 from __future__ import annotations
 
 import math
-import threading
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from typing import Any
-from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry, Gauge, start_http_server
+from prometheus_client import CollectorRegistry, Gauge
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 from prometheus_client.utils import floatToGoString
 
 from loadgen.records import OUTCOMES, RequestRecord
+from loadgen.run.metrics_http import MetricsServer, ScrapeWatch
 from loadgen.stats import NS, e2e_s, itls_s, tpot_s, ttft_s
 
 LABELS = ("run_id", "target", "model", "scenario")
+# All interfaces: a Prometheus in docker reaches a loadgen on the host through the host gateway.
+# `--metrics-listen-address 127.0.0.1` keeps it on this host (see README, loadgen section).
+DEFAULT_LISTEN_ADDRESS = "0.0.0.0"
 PER_DECADE = 24
 
 
@@ -42,6 +44,8 @@ def log_buckets(low: float, high: float, per_decade: int = PER_DECADE) -> list[f
 LATENCY_BUCKETS = log_buckets(0.0001, 300.0)
 ITL_BUCKETS = log_buckets(0.0005, 5.0)
 LAG_BUCKETS = log_buckets(0.00001, 60.0, per_decade=8)
+# a --rate inf run schedules every request at its start: the last one waits for a slot about the run
+SLOT_WAIT_BUCKETS = log_buckets(0.00001, 3600.0, per_decade=8)
 
 
 class FastHistogram:
@@ -125,6 +129,19 @@ class FastCounters:
         return families
 
 
+class EndMark:
+    """The run-end gauge; setting it (> 0) also tells the scrape watch the end is there to be seen."""
+
+    def __init__(self, gauge: Any, watch: ScrapeWatch) -> None:
+        self.gauge, self.watch = gauge, watch
+
+    def set(self, value: float) -> None:
+        """Set the end time (Unix seconds); 0 means running."""
+        self.gauge.set(value)
+        if value > 0:
+            self.watch.mark_end()
+
+
 @dataclass
 class RunLabels:
     """The four labels every loadgen series carries."""
@@ -162,7 +179,16 @@ class LiveMetrics:
             "loadgen_inter_token_latency_seconds", "Gap between token-bearing chunks.", ITL_BUCKETS
         )
         self.e2e = hist("loadgen_request_duration_seconds", "End-to-end request latency.", LATENCY_BUCKETS)
-        self.lag = hist("loadgen_schedule_lag_seconds", "Actual minus scheduled send time.", LAG_BUCKETS)
+        self.lag = hist(
+            "loadgen_schedule_lag_seconds",
+            "Client lateness: actual send minus due time (scheduled, or when a concurrency slot came free).",
+            LAG_BUCKETS,
+        )
+        self.slot_wait = hist(
+            "loadgen_slot_wait_seconds",
+            "Wait for a --max-concurrency slot: due time minus scheduled send.",
+            SLOT_WAIT_BUCKETS,
+        )
         self.counters = FastCounters(labels)
         r.register(self.counters)
         self.in_flight = gauge("loadgen_in_flight_requests", "Requests sent and not finished.")
@@ -170,18 +196,21 @@ class LiveMetrics:
         self.max_concurrency = gauge("loadgen_max_concurrency", "Concurrency cap (0 = none).")
         self.loop_lag = gauge("loadgen_event_loop_lag_seconds", "Latest event-loop wake-up delay.")
         self.start_ts = gauge("loadgen_run_start_timestamp_seconds", "Run start (Unix time).")
-        self.end_ts = gauge("loadgen_run_end_timestamp_seconds", "Run end (Unix time); 0 while running.")
+        self.watch = ScrapeWatch()
+        self.end_ts = EndMark(
+            gauge("loadgen_run_end_timestamp_seconds", "Run end (Unix time); 0 while running."), self.watch
+        )
         info_keys = tuple(LABELS) + tuple(k for k in run_info if k not in LABELS)
         info = Gauge("loadgen_run_info", "Facts of the run; value 1.", info_keys, registry=r)
         info.labels(*lv, *(str(run_info[k]) for k in info_keys[len(LABELS) :])).set(1)
-        self._server: WSGIServer | None = None
-        self._thread: threading.Thread | None = None
+        self._server: MetricsServer | None = None
 
     def observe(self, record: RequestRecord, slo_met: bool) -> None:
         """Account one finished request (warmup requests only move the outcome counter)."""
         counters = self.counters
         counters.by_outcome[record.outcome or "cancelled"] += 1
         self.lag.observe(max(record.schedule_lag_ns, 0) / NS)
+        self.slot_wait.observe(record.slot_wait_ns / NS)
         if record.outcome != "ok" or record.warmup:
             return
         for hist, value in (
@@ -196,14 +225,18 @@ class LiveMetrics:
         counters.output_tokens += record.output_tokens
         counters.slo_met += slo_met
 
-    def serve(self, port: int, addr: str = "0.0.0.0") -> int:
-        """Serve /metrics on `port` (0 picks a free one); returns the bound port."""
-        self._server, self._thread = start_http_server(port, addr=addr, registry=self.registry)
-        return int(self._server.server_port)
+    def serve(self, port: int, addr: str = DEFAULT_LISTEN_ADDRESS) -> int:
+        """Serve /metrics on `addr:port` (0 picks a free port); returns the bound port."""
+        self._server = MetricsServer(self.registry, addr, port, self.watch)
+        return self._server.address[1]
+
+    @property
+    def address(self) -> tuple[str, int] | None:
+        """The bound (host, port) while serving."""
+        return None if self._server is None else self._server.address
 
     def stop(self) -> None:
-        """Stop serving (idempotent)."""
+        """Stop serving, once a scrape saw the run's end when someone scrapes (idempotent)."""
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.stop()
             self._server = None

@@ -11,11 +11,12 @@ import math
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from loadgen.config import RunConfig
 from loadgen.records import RequestRecord
+from loadgen.results.journal import Journal
 from loadgen.run.live_metrics import LiveMetrics
 from loadgen.run.progress import Counts, Progress
 from loadgen.stats import meets_slo
@@ -47,6 +48,8 @@ class Run:
         self.specs: list[RequestSpec] = []
         self.dispatch_task: asyncio.Task[None] | None = None
         self.finished_queue: asyncio.Queue[RequestRecord] = asyncio.Queue()
+        self.hurry = False  # a second interrupt: no linger
+        self.journal: Journal | None = None  # requests.jsonl while the run goes (crash-safe record)
 
     def on_done(self, record: RequestRecord) -> None:
         """A request finished: queue it for parsing (kept off the hot path while streams run)."""
@@ -63,6 +66,8 @@ class Run:
             while True:
                 try:
                     self.account(finalize(record))
+                    if self.journal is not None:
+                        self.journal.add(record, self.start_ns)
                 finally:
                     queue.task_done()
                 if queue.empty():
@@ -87,6 +92,12 @@ class Run:
                 f"error rate {rate:.0%} exceeded --max-error-rate {self.config.max_error_rate:g}"
             )
 
+    def on_signal(self, sig: signal.Signals) -> None:
+        """Ctrl-C / SIGTERM: the first stops the run; a later one also cuts the linger short."""
+        if self.stop_reason is not None:
+            self.hurry = True
+        self.request_stop(f"interrupted by {sig.name}")
+
     def request_stop(self, reason: str) -> None:
         """Stop dispatching and cancel what is in flight (first reason wins)."""
         if self.stop_reason is None:
@@ -97,7 +108,7 @@ class Run:
             self.dispatch_task.cancel()  # it may be waiting for a send time or a concurrency slot
 
     async def monitor(self, total: int | None) -> None:
-        """Progress display, in-flight and event-loop lag gauges (4 times a second), until cancelled."""
+        """Progress display, in-flight and event-loop lag gauges, journal flush (4 times a second)."""
         tick, ticks = 0.25, 0
         while True:
             before = time.perf_counter()
@@ -106,6 +117,8 @@ class Run:
             ticks += 1
             if ticks % GC_TICKS == 0:  # see `paced_gc`
                 gc.collect()
+            if self.journal is not None:
+                self.journal.flush()
             d = self.dispatcher
             if self.metrics is not None:
                 self.metrics.loop_lag.set(lag)
@@ -136,16 +149,31 @@ class Run:
             self.specs.append(spec)
 
 
-def install_signals(run: Run) -> list[signal.Signals]:
+_ROUTES: list[Callable[[signal.Signals], None]] = []  # signal handlers in force, innermost last
+
+
+@contextlib.contextmanager
+def route_signals(handler: Callable[[signal.Signals], None]) -> Iterator[None]:
+    """SIGINT / SIGTERM on the running loop call `handler(sig)` while active, then go back to the
+    enclosing route (or the default: KeyboardInterrupt / termination) when none encloses it."""
     loop = asyncio.get_running_loop()
+    _ROUTES.append(handler)
     installed = []
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
-            loop.add_signal_handler(sig, run.request_stop, f"interrupted by {sig.name}")
+            loop.add_signal_handler(sig, handler, sig)
             installed.append(sig)
         except (NotImplementedError, RuntimeError, ValueError):  # not the main thread / platform
             pass
-    return installed
+    try:
+        yield
+    finally:
+        _ROUTES.remove(handler)
+        for sig in installed:
+            if _ROUTES:
+                loop.add_signal_handler(sig, _ROUTES[-1], sig)
+            else:
+                loop.remove_signal_handler(sig)
 
 
 async def execute(
@@ -221,6 +249,8 @@ async def drain_until_stopped(run: Run) -> None:
 async def linger(run: Run, seconds: float) -> None:
     """Keep /metrics up so the last scrape sees the final counts (a stop request ends it early)."""
     assert run.dispatcher is not None
+    if run.hurry:
+        return
     run.dispatcher.stop.clear()
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(run.dispatcher.stop.wait(), timeout=seconds)

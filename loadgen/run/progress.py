@@ -88,13 +88,24 @@ def summary_table(s: dict[str, Any]) -> str:
     row("Successful requests:", req["ok"])
     row("Failed requests:", req["failed"])
     if req["failed"]:
-        row("  by outcome:", ", ".join(f"{k}={v}" for k, v in req["by_outcome"].items() if v))
+        row(
+            "  by outcome:",
+            ", ".join(f"{k}={v}" for k, v in req["by_outcome"].items() if v and k != "cancelled"),
+        )
+    if req.get("cancelled"):
+        row("Cancelled by loadgen (not failures):", req["cancelled"])
     if s.get("max_concurrency"):
         row("Maximum request concurrency:", s["max_concurrency"])
     row("Request rate configured (RPS):", s.get("asked_rate"))
     row("Benchmark duration (s):", f"{s['duration_s']:.2f}")
     row("Total input tokens:", s["total_input_tokens"])
     row(f"Total generated tokens ({s['token_count']}):", s["total_output_tokens"])
+    for label, key in (
+        ("Mean prompt tokens per request:", "mean_prompt_tokens"),
+        ("Mean output tokens per request:", "mean_output_tokens"),
+    ):
+        if s.get(key) is not None:
+            row(label, f"{s[key]:.1f}")
     row("Request throughput (req/s):", f"{s['request_throughput']:.2f}")
     if s.get("goodput") is not None:
         row("Request goodput (req/s):", f"{s['goodput']:.2f}")
@@ -105,9 +116,12 @@ def summary_table(s: dict[str, Any]) -> str:
         ("tpot_s", "Time per Output Token (excl. 1st token)", "TPOT"),
         ("itl_s", "Inter-token Latency", "ITL"),
         ("e2e_s", "End-to-end Latency", "E2EL"),
-        ("schedule_lag_s", "Schedule Lag (actual - scheduled send)", "lag"),
+        ("schedule_lag_s", "Schedule Lag (client lateness: send - due)", "lag"),
+        ("slot_wait_s", "Slot Wait (for --max-concurrency)", "wait"),
     ):
-        d = s[key]
+        d = s.get(key)
+        if d is None:
+            continue
         rows.append(_section(title))
         row(f"Mean {short} (ms):", _ms(d["mean"]))
         row(f"Median {short} (ms):", _ms(d["p50"]))

@@ -24,6 +24,8 @@ class EngineMetadata:
     server_args: dict[str, Any] = field(default_factory=dict)
     models: list[str] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
+    speaks: str | None = None  # the engine its metadata bodies were recognised as (detect_http)
+    server_info_path: str = ""  # the endpoint server_args came from
 
 
 @dataclass(frozen=True)

@@ -1,19 +1,24 @@
 """The simulated engine (simengine), started in-process on a free port: the embedded default target.
 
-It speaks with a vLLM or SGLang personality (`--sim-personality`); metadata comes from whichever
-personality answers, reported as engine `simengine`.
+It speaks with a vLLM or SGLang personality (`--sim-personality`); its metadata is read as that
+engine's (recognised by content) and reported as engine `simengine`, the personality kept in
+`server_args["personality"]`.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 import aiohttp
 
-from loadgen.targets.base import EngineMetadata, FlushResult, Target
-from loadgen.targets.sglang import SGLangTarget
-from loadgen.targets.vllm import VLLMTarget
+from infergauge import engines
+from loadgen.targets.base import EngineMetadata, FlushResult
+from loadgen.targets.preset import EnginePreset, fetch_bodies, flush_with, metadata_from_bodies
+
+DEFAULT_PERSONALITY = "vllm"  # simengine's own default (`--personality`)
 
 
-class SimTarget(Target):
+class SimTarget(EnginePreset):
     """simengine (in-process); `base_url` comes from the embedded server once it has started."""
 
     name = "sim"
@@ -22,19 +27,13 @@ class SimTarget(Target):
     supports_ignore_eos = True
     hint = "the embedded simulated engine did not answer"
 
-    async def _personality(self, session: aiohttp.ClientSession, base_url: str) -> Target:
-        probe = await VLLMTarget().fetch_metadata(session, base_url)
-        return VLLMTarget() if probe.version else SGLangTarget()
-
     async def fetch_metadata(self, session: aiohttp.ClientSession, base_url: str) -> EngineMetadata:
-        """The personality's metadata, relabelled `simengine` (personality kept in server_args)."""
-        inner = await self._personality(session, base_url)
-        meta = await inner.fetch_metadata(session, base_url)
-        args = {"personality": inner.engine, **meta.server_args}
-        return EngineMetadata(
-            "simengine", meta.version, meta.model, meta.max_model_len, args, meta.models, meta.sources
-        )
+        """The personality's metadata, labelled `simengine`."""
+        meta = metadata_from_bodies(self.engine, await fetch_bodies(session, base_url))
+        args = {"personality": meta.speaks, **meta.server_args}
+        return dataclasses.replace(meta, server_args=args)
 
     async def flush_cache(self, session: aiohttp.ClientSession, base_url: str) -> FlushResult:
         """Flush through the personality's endpoint."""
-        return await (await self._personality(session, base_url)).flush_cache(session, base_url)
+        spoken = (await self.fetch_metadata(session, base_url)).speaks
+        return await flush_with(engines.get(spoken or self.engine), session, base_url)

@@ -3,7 +3,9 @@
 It only records timestamps (`time.perf_counter_ns()`, taken when a read returns, before any
 parsing); `sse.parse_stream` turns the stamped reads into token times afterwards, and `stats`
 computes the metrics. Failures are outcomes, never exceptions: `ok`, `http_error`, `timeout`,
-`disconnect`, `protocol_error`, `cancelled` (cancellation is recorded and re-raised).
+`connect_error` (no connection could be opened: refused, unreachable, name not resolved),
+`disconnect` (the connection broke after it was opened), `protocol_error`, `cancelled` (loadgen
+stopped it itself; recorded and re-raised).
 """
 
 from __future__ import annotations
@@ -78,6 +80,8 @@ async def send_request(
         raise
     except TimeoutError:
         mark_cut_short(record, reads, "timeout", "no complete response within --request-timeout")
+    except aiohttp.ClientConnectorError as exc:  # before ClientOSError, its base: refused, unreachable
+        mark_cut_short(record, reads, "connect_error", f"{type(exc).__name__}: {str(exc)[:200]}")
     except (
         aiohttp.ClientPayloadError,
         aiohttp.ServerDisconnectedError,

@@ -2,8 +2,9 @@
 
 The sender sleeps with asyncio until 2 ms before a request's scheduled time and lets a helper thread
 sleep the rest precisely (asyncio timers only have 1 ms resolution with epoll), so sends are late
-by the loop's own delay only. A request waiting for a `--max-concurrency` slot is sent late, and
-that lateness is recorded as schedule lag (actual send - scheduled send), never hidden.
+by the loop's own delay only. A request waiting for a `--max-concurrency` slot is due when its slot
+comes free: that wait is recorded as slot wait (the queueing the user asked for), and what is left,
+actual send - due time, as schedule lag (the client's own lateness), never hidden.
 """
 
 from __future__ import annotations
@@ -153,6 +154,8 @@ class Dispatcher:
 
     def __post_init__(self) -> None:
         self._slots = asyncio.Semaphore(self.max_concurrency) if self.max_concurrency else None
+        # when each free slot came free, oldest first (the semaphore hands slots out in that order)
+        self._freed: collections.deque[int] = collections.deque([0] * (self.max_concurrency or 0))
         self._headers = request_headers(self.api_key, "")  # copied per request with its X-Request-Id
         self.waker = PreciseWaker(asyncio.get_running_loop())
 
@@ -168,6 +171,7 @@ class Dispatcher:
     def _finished(self, task: asyncio.Task[RequestRecord]) -> None:
         self.active -= 1
         if self._slots is not None:
+            self._freed.append(time.perf_counter_ns())
             self._slots.release()
         self.in_flight.discard(task)
         self.on_done(self.by_task.pop(task))
@@ -187,8 +191,10 @@ class Dispatcher:
             await self.waker.sleep_until(due_ns)
         if self._slots is not None:
             await self._slots.acquire()
+            record.slot_free_ns = self._freed.popleft()  # due = max(scheduled, this)
         if self.stop.is_set() or (deadline_ns is not None and time.perf_counter_ns() >= deadline_ns):
             if self._slots is not None:
+                self._freed.appendleft(record.slot_free_ns)
                 self._slots.release()
             return False
         request = self._request(record, path, body, due_ns if ahead else 0)

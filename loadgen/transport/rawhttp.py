@@ -4,8 +4,9 @@ Same job as `client.send_request` with less per-request and per-read work: reque
 `data_received` stamps each read (`perf_counter_ns()` first) and only reads the framing (head once;
 chunked via `stamping.ChunkedBody`, Content-Length, or until close); the reading task wakes once, at
 the end of the body. Keep-alive connections are pooled, one per request in flight, up to the limit.
-Outcomes are the aiohttp client's (timeout; disconnect: refused, reset, closed mid-body; http_error
-with the status; protocol_error); cancellation closes the connection.
+Outcomes are the aiohttp client's (timeout; connect_error: refused, unreachable, TLS handshake
+failed; disconnect: reset or closed mid-body; http_error with the status; protocol_error);
+cancellation closes the connection.
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ PostAt = Callable[[int, Callable[[], None]], None]
 
 class RawProtocolError(Exception):
     """The server's bytes are not an HTTP/1.1 response we can frame."""
+
+
+class RawConnectError(OSError):
+    """No connection could be opened (refused, unreachable, name not resolved, TLS handshake)."""
 
 
 class _Conn(asyncio.Protocol):
@@ -281,8 +286,13 @@ class RawClient:
         if conn is not None:
             return conn, True
         loop, tls = asyncio.get_running_loop(), True if self.tls else None
-        async with asyncio.timeout_at(deadline):
-            _, conn = await loop.create_connection(_Conn, self.host, self.port, ssl=tls)
+        try:
+            async with asyncio.timeout_at(deadline):
+                _, conn = await loop.create_connection(_Conn, self.host, self.port, ssl=tls)
+        except TimeoutError:
+            raise
+        except OSError as exc:
+            raise RawConnectError(f"{type(exc).__name__}: {exc}") from exc
         self._open.add(conn)
         return conn, False
 
@@ -384,7 +394,9 @@ class RawClient:
             mark_cut_short(record, reads, "timeout", "no complete response within --request-timeout")
         except RawProtocolError as exc:
             mark_cut_short(record, reads, "protocol_error", str(exc))
-        except OSError as exc:  # refused, reset, closed mid-body
+        except RawConnectError as exc:
+            mark_cut_short(record, reads, "connect_error", str(exc)[:200])
+        except OSError as exc:  # reset, closed mid-body
             status = record.http_status
             if status is not None and status != 200:  # as aiohttp: the error body is best effort
                 return _http_error(record, status, reads)

@@ -59,12 +59,20 @@ class RequestSpec:
 
 
 def fingerprint(requests: Iterable[RequestSpec]) -> str:
-    """sha256 over the canonical form of each request, in order (`sha256:<hex>`)."""
+    """The sequence actually sent: sha256 over the canonical form of each request, in order
+    (`sha256:<hex>`); two runs of one definition that sent different counts differ here."""
     digest = hashlib.sha256()
     for spec in requests:
         digest.update(spec.canonical().encode())
         digest.update(b"\n")
     return f"sha256:{digest.hexdigest()}"
+
+
+def definition_fingerprint(facts: dict[str, Any]) -> str:
+    """The workload's definition (generator, its options, seed; not how many were sent): sha256 over
+    the canonical JSON of its `describe()` facts (`sha256:<hex>`). Comparability checks use this."""
+    body = json.dumps({k: v for k, v in facts.items() if k != "definition_fingerprint"}, sort_keys=True)
+    return f"sha256:{hashlib.sha256(body.encode()).hexdigest()}"
 
 
 _TOKEN_IDS = range(TOKEN_ID_LOW, TOKEN_ID_HIGH + 1)
@@ -114,7 +122,7 @@ class SyntheticWorkload:
         return RequestSpec(index, prefix + body, total, n_out)
 
     def describe(self) -> dict[str, Any]:
-        """Workload facts for the manifest."""
+        """Workload facts for the manifest, with the fingerprint of the definition they make."""
         out: dict[str, Any] = {
             "name": self.name,
             "input_len": str(self.input_dist),
@@ -124,7 +132,7 @@ class SyntheticWorkload:
         }
         if self.prefix_len:
             out.update(shared_prefix_len=self.prefix_len, shared_prefix_groups=self.groups)
-        return out
+        return {**out, "definition_fingerprint": definition_fingerprint(out)}
 
 
 class JsonlWorkload:
@@ -164,9 +172,9 @@ class JsonlWorkload:
         return any(record.output_len is None for record in self.records)
 
     def describe(self) -> dict[str, Any]:
-        """Workload facts for the manifest."""
+        """Workload facts for the manifest, with the fingerprint of the definition they make."""
         digest = hashlib.sha256(self.path.read_bytes()).hexdigest()
-        return {
+        out = {
             "name": "jsonl",
             "dataset": str(self.path),
             "dataset_sha256": digest,
@@ -174,6 +182,9 @@ class JsonlWorkload:
             "output_len": str(self.output_dist) if self.draws_output_len else None,
             "seed": self.seed,
         }
+        # where the file lies is not part of the definition: its content (sha256) is
+        definition = definition_fingerprint({k: v for k, v in out.items() if k != "dataset"})
+        return {**out, "definition_fingerprint": definition}
 
 
 Workload = SyntheticWorkload | JsonlWorkload

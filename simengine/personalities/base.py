@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
 
+from simengine.config import SimConfig
+from simengine.request import RequestGroup
 from simengine.sse import ChunkStyle
-
-if TYPE_CHECKING:
-    from simengine.app import AppState
-    from simengine.request import RequestGroup
+from simengine.state import AppState
 
 
 @dataclass(frozen=True)
@@ -62,6 +61,17 @@ def usage_body(group: RequestGroup, **extra: Any) -> dict[str, Any]:
         "prompt_tokens_details": None,
         **extra,
     }
+
+
+def simulator_facts(cfg: SimConfig) -> dict[str, Any]:
+    """The simulator's own part of every server-info body: the flags it accepted but does not model,
+    secrets redacted (the one place server info shows launch flags that are not the engine's own)."""
+    return {"engine": "simengine", "simulated": True, "unrecognized_args": cfg.effective_args()["extra_args"]}
+
+
+async def not_found(request: web.Request) -> web.Response:
+    """FastAPI's 404 for a route the server does not have (vLLM and SGLang are FastAPI apps)."""
+    return json_response({"detail": "Not Found"}, status=404)
 
 
 async def empty_ok(request: web.Request) -> web.Response:

@@ -20,6 +20,8 @@ from simengine.personalities.base import (
     empty_ok,
     json_response,
     metrics_response,
+    not_found,
+    simulator_facts,
     usage_body,
 )
 from simengine.personalities.sglang_metrics import SglangMetrics, uses_source_layout
@@ -61,7 +63,7 @@ def sglang_server_args(cfg: SimConfig) -> dict[str, Any]:
             "disable_radix_cache": not cfg.enable_prefix_caching,
             "random_seed": cfg.seed,
             "dtype": "auto" if cfg.dtype in ("bf16", "auto") else cfg.dtype,
-            "api_key": None if cfg.api_key is None else "<redacted>",
+            "api_key": cfg.effective_args()["api_key"],
         }
     )
     return args
@@ -141,9 +143,7 @@ class SglangPersonality(Personality):
             "max_total_num_tokens": cfg.kv_cache_tokens,
             "internal_states": [internal],
             "version": cfg.engine_version,
-            "engine": "simengine",
-            "simulated": True,
-            "unrecognized_args": cfg.extra_args,
+            **simulator_facts(cfg),
         }
 
     def model_info(self) -> dict[str, Any]:
@@ -215,5 +215,5 @@ class SglangPersonality(Personality):
         r.add_get("/get_load", static(self.load_body))
         r.add_get("/flush_cache", self._flush_cache)
         r.add_post("/flush_cache", self._flush_cache)
-        r.add_get("/version", static(lambda: {"detail": "Not Found"}, 404))
+        r.add_get("/version", not_found)  # SGLang 0.5.14 has no /version
         r.add_get("/metrics", self._metrics)

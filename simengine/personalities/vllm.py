@@ -9,7 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
-from simengine.config import SimConfig
+from simengine.config import DEV_MODE_ENV, SimConfig
 from simengine.personalities.base import (
     LengthCheck,
     Personality,
@@ -17,11 +17,14 @@ from simengine.personalities.base import (
     empty_ok,
     json_response,
     metrics_response,
+    not_found,
+    simulator_facts,
     usage_body,
 )
 from simengine.personalities.vllm_metrics import VllmMetrics, uses_source_layout
 from simengine.request import RequestGroup
 from simengine.sse import VLLM_CHAT, VLLM_COMPLETION
+from simengine.state import AppState
 
 METRICS_CONTENT_TYPE = "text/plain; version=1.0.0; charset=utf-8"
 
@@ -78,7 +81,7 @@ def vllm_server_args(cfg: SimConfig) -> dict[str, Any]:
         "quantization": None,
         "seed": cfg.seed,
         "num_gpu_blocks_override": None,
-        "api_key": None if cfg.api_key is None else "<redacted>",
+        "api_key": cfg.effective_args()["api_key"],
     }
 
 
@@ -95,8 +98,12 @@ def _vllm_config_string(cfg: SimConfig) -> str:
     )
 
 
+DEV_MODE_PATHS = ("/server_info", "/reset_prefix_cache")  # vLLM registers these only in dev mode
+
+
 class VllmPersonality(Personality):
-    """vLLM: /version, /v1/models with max_model_len, /server_info, /reset_prefix_cache, vllm:* metrics."""
+    """vLLM: /version, /v1/models with max_model_len, vllm:* metrics; in dev mode (`VLLM_SERVER_DEV_MODE=1`)
+    also /server_info and /reset_prefix_cache, which otherwise answer FastAPI's 404 as real vLLM does."""
 
     name = "vllm"
     owned_by = "vllm"
@@ -121,7 +128,7 @@ class VllmPersonality(Personality):
             cfg.served_model_name, cfg.max_model_len, info, source=uses_source_layout(cfg.engine_version)
         )
 
-    def __init__(self, state: Any) -> None:
+    def __init__(self, state: AppState) -> None:
         super().__init__(state)
         digest = hashlib.sha256(repr(sorted(state.cfg.effective_args().items())).encode()).hexdigest()[:8]
         self._fingerprint = f"vllm-{state.cfg.engine_version}-{digest}"
@@ -253,16 +260,14 @@ class VllmPersonality(Personality):
             return json_response(
                 {
                     "vllm_config": _vllm_config_string(state.cfg),
-                    "vllm_env": {},
+                    "vllm_env": {DEV_MODE_ENV: True},
                     "system_env": {
                         "vllm_version": state.cfg.engine_version,
                         "simulated": True,
                         "gpu": state.cfg.gpu,
                     },
                     "server_args": vllm_server_args(state.cfg),
-                    "engine": "simengine",
-                    "simulated": True,
-                    "unrecognized_args": state.cfg.extra_args,
+                    **simulator_facts(state.cfg),
                 }
             )
 
@@ -280,6 +285,10 @@ class VllmPersonality(Personality):
         r.add_get("/version", version)
         r.add_get("/v1/models", models)
         r.add_get("/load", load)
-        r.add_get("/server_info", server_info)
-        r.add_post("/reset_prefix_cache", reset_prefix_cache)
         r.add_get("/metrics", metrics)
+        if state.cfg.dev_mode:
+            r.add_get("/server_info", server_info)
+            r.add_post("/reset_prefix_cache", reset_prefix_cache)
+        else:
+            for path in DEV_MODE_PATHS:
+                r.add_route("*", path, not_found)

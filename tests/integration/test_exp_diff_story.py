@@ -112,10 +112,11 @@ def test_align_check_prefers_the_exporter_view_of_the_matching_engine():
         EmbeddedEngine(["--personality", "sglang", "--max-running-requests", "32"]) as one,
         EmbeddedEngine(["--personality", "sglang", "--max-running-requests", "32"]) as two,
     ):
-        # the exporter sees two engines on the host; only the one on A's port is A
+        # the exporter sees two engines on the host; only the one on A's port is A, and the command
+        # line the exporter read outranks what the engine says over HTTP
         engines = [
-            {"engine": "sglang", "url": two.base_url, "params": {"max_num_seqs": 32}},
-            {"engine": "sglang", "url": one.base_url, "params": {"max_num_seqs": 48}},
+            {"engine": "sglang", "url": two.base_url, "args": {"max_running_requests": 32}},
+            {"engine": "sglang", "url": one.base_url, "args": {"max_running_requests": 48}},
         ]
         handler = type("H", (_ManifestHandler,), {"body": json.dumps({"engines": engines}).encode()})
         server = ThreadingHTTPServer(("127.0.0.1", 0), handler)

@@ -60,6 +60,8 @@ def test_launched_engine_is_restarted_before_every_run(tmp_path):
         assert manifest["cache"]["flushed"] is True
         assert manifest["cache"]["method"] == "restart"
         assert manifest["engine"]["params"]["max_num_seqs"] == 4
+        # read from the command the plan launched (vLLM tells nothing over HTTP outside dev mode)
+        assert manifest["engine"]["param_sources"]["max_num_seqs"] == "experiment launch command"
         command = manifest["engine"]["launch_command"]
         assert command[command.index("--max-num-seqs") + 1] == "4"
         assert manifest["experiment"]["id"] == "exp-test"
@@ -68,19 +70,22 @@ def test_launched_engine_is_restarted_before_every_run(tmp_path):
     assert log.count("# ") == 2  # one launch line per run: restarted
 
 
-def test_kept_engine_is_flushed_between_runs(tmp_path):
+@pytest.mark.parametrize("dev_mode", [True, False])
+def test_kept_engine_is_flushed_between_runs(tmp_path, dev_mode):
+    env = "    env: {VLLM_SERVER_DEV_MODE: '1'}\n" if dev_mode else ""  # as real vLLM needs for the flush
     engines = (
         f"  sim:\n    kind: launch\n    command: {SIM.format(personality='vllm')}\n"
-        "    restart_between_runs: false\n"
+        f"    restart_between_runs: false\n{env}"
     )
     state = _run(_plan(tmp_path, engines), tmp_path)
     first, second = _manifests(tmp_path, state)
     assert first["cache"]["method"] == "restart"
     assert second["cache"] == {
-        "flushed": True,
+        "flushed": dev_mode,
         "method": "POST /reset_prefix_cache",
         "detail": second["cache"]["detail"],
     }
+    assert ("VLLM_SERVER_DEV_MODE=1" in second["cache"]["detail"]) is not dev_mode  # 404 names the fix
     assert (state.directory / "engine-sim.log").read_text().count("# ") == 1
 
 

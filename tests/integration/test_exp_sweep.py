@@ -97,7 +97,7 @@ def test_sweep_finds_the_knee_at_max_num_seqs_and_reports_it(tmp_path: Path):
     rows = {row["run_id"]: row for row in csv.DictReader((out / "results.csv").open())}
     assert set(rows) == set(run_ids)
     for record in records:
-        assert rows[record.run_id]["req/s"] == f"{record.summary['request_throughput']:.2f}"
+        assert float(rows[record.run_id]["request_throughput_rps"]) == record.summary["request_throughput"]
     text = (out / "report.md").read_text()
     assert "Knee: concurrency 4 " in text
     assert "Cost per million output tokens" in text

@@ -10,7 +10,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from exporter.engine_http import EngineHttpFacts, poll_engine
-from exporter.engine_params import to_neutral
+from infergauge.engines import get
+from infergauge.engines.resolve import resolve
 from tests.conftest import GOLDEN_SGLANG, GOLDEN_VLLM
 
 
@@ -55,7 +56,9 @@ async def test_sglang_answers_without_version_endpoint() -> None:
     assert facts.up is True
     assert facts.engine == "sglang"
     assert facts.version == "0.5.14"
-    params = to_neutral("sglang", {k: v for k, v in facts.server_args.items() if v is not None})
+    resolved = resolve(get("sglang"), server_info=facts.server_info, server_info_path=facts.server_info_path)
+    params = resolved.params
+    assert resolved.param_sources["gpu_memory_utilization"] == "engine HTTP /get_server_info"
     assert params["gpu_memory_utilization"] == 0.5
     assert params["max_model_len"] == 2048
     assert params["max_num_batched_tokens"] == 8192  # chunked_prefill_size the server resolved

@@ -22,9 +22,9 @@ from exporter.collectors.host import HostCollector
 from exporter.discovery import ProcInfo
 from exporter.engine_http import EngineHttpFacts
 from exporter.engines import EngineInspector
-from exporter.fake_nvml import FakeNvml
-from exporter.gpu_sampler import GpuSampler
-from exporter.nvml import NvmlSession
+from exporter.nvml.fake import FakeNvml
+from exporter.nvml.sampler import GpuSampler
+from exporter.nvml.session import NvmlSession
 from tests.conftest import FIXTURES, GOLDEN_VLLM
 
 GOLDEN_SCRAPE = FIXTURES / "exporter" / "golden-scrape-fake-2gpu.txt"
@@ -79,8 +79,9 @@ def golden_scrape() -> str:
         )
     )
     text = generate_latest(registry).decode()
-    # durations vary run to run: pin them
-    return re.sub(r"^(infergauge_collector_duration_seconds\{[^}]*\}) .*$", r"\1 0.0", text, flags=re.M)
+    # durations and reading ages vary run to run: pin them
+    timed = r"infergauge_collector_duration_seconds|infergauge_gpu_read_age_seconds"
+    return re.sub(rf"^((?:{timed})\{{[^}}]*\}}) .*$", r"\1 0.0", text, flags=re.M)
 
 
 def promtool_findings(text: str) -> tuple[int, list[str]]:
@@ -115,3 +116,10 @@ def test_promtool_rejects_a_broken_scrape() -> None:
     rc, findings = promtool_findings('# TYPE x gauge\nx{a="1" 1\n')
     assert rc == 1
     assert findings
+
+
+def test_every_exported_name_is_documented_in_metrics_md() -> None:
+    doc = (FIXTURES.parents[1] / "docs" / "METRICS.md").read_text(encoding="utf-8")
+    documented = set(re.findall(r"^\|\s*`([A-Za-z_:][\w:]*)", doc, flags=re.M))
+    exported = set(re.findall(r"^# TYPE (\S+) ", GOLDEN_SCRAPE.read_text(), flags=re.M))
+    assert exported - documented == set()

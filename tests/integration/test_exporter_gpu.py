@@ -36,9 +36,8 @@ def exporter() -> Iterator[Exporter]:
 
 
 def test_real_gpu_scrape_and_manifest_make_sense(exporter: Exporter) -> None:
-    assert exporter.sampler is not None
-    exporter.sampler.tick()
-    exporter.sampler.tick()
+    exporter.tick()
+    exporter.tick()
     text = exporter.metrics_text().decode()
     manifest = json.loads(exporter.manifest_json())
     assert scrape_problems(text, manifest) == []

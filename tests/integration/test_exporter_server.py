@@ -15,8 +15,8 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from exporter.app import Exporter, ExporterConfig, build_app
-from exporter.fake_nvml import FakeNvml
-from exporter.nvml import NvmlSession
+from exporter.nvml.fake import FakeNvml
+from exporter.nvml.session import NvmlSession
 from exporter.webconfig import WebConfigError, load_web_config
 
 ClientFactory = Callable[..., "AsyncIterator[TestClient]"]

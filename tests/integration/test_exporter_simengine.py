@@ -14,7 +14,8 @@ from exporter.collectors.base import CollectorSet
 from exporter.collectors.engine import EngineCollector
 from exporter.discovery import read_processes
 from exporter.engines import EngineInspector
-from exporter.redact import REDACTED
+from infergauge.engines.resolve import CMDLINE
+from infergauge.redact import REDACTED
 from tests.conftest import REPO_ROOT
 
 
@@ -67,7 +68,7 @@ def test_discovers_running_simengine(simengine: tuple[subprocess.Popen[str], str
     assert report.version  # answered by the vLLM personality's /version
     assert report.params["max_num_seqs"] == 7
     assert report.params["gpu_memory_utilization"] == 0.8
-    assert report.param_sources["max_num_seqs"] == "flag"
+    assert report.param_sources["max_num_seqs"] == CMDLINE
     assert "sk-live-999" not in " ".join(report.cmdline)
     assert REDACTED in report.cmdline
 
@@ -77,10 +78,11 @@ def test_discovers_running_simengine(simengine: tuple[subprocess.Popen[str], str
     assert registry.get_sample_value("infergauge_engine_up", base) == 1.0
 
 
-def test_engine_url_that_does_not_answer_is_down() -> None:
+def test_stopped_engine_is_down_and_the_collector_still_succeeds() -> None:
+    # issue 13 item 2: an engine that is simply stopped is `up 0`; the collector did its job (success 1)
     inspector = EngineInspector(["http://127.0.0.1:9"], discover=False, http_timeout_s=0.5)
     registry = CollectorRegistry()
     registry.register(CollectorSet([EngineCollector(inspector)]))
     labels = {"engine": "unknown", "url": "http://127.0.0.1:9", "model": ""}
     assert registry.get_sample_value("infergauge_engine_up", labels) == 0.0
-    assert registry.get_sample_value("infergauge_collector_success", {"collector": "engine"}) == 0.0
+    assert registry.get_sample_value("infergauge_collector_success", {"collector": "engine"}) == 1.0

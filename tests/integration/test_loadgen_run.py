@@ -134,6 +134,7 @@ async def test_every_failure_is_a_counted_outcome(tmp_path: Path, http_client: s
         "ok": 4,
         "http_error": 2,
         "timeout": 2,
+        "connect_error": 0,
         "disconnect": 2,
         "protocol_error": 4,
         "cancelled": 0,
@@ -178,7 +179,7 @@ async def test_max_concurrency_caps_requests_in_flight(tmp_path: Path, http_clie
         level += step
         peak = max(peak, level)
     assert peak <= 3
-    assert result.summary["schedule_lag_s"]["max"] > 0.02  # waiting for a slot is reported as lag
+    assert result.summary["slot_wait_s"]["max"] > 0.02  # waiting for a slot is reported as slot wait
 
 
 async def _scrape_until(url: str, pattern: str, timeout_s: float = 20.0) -> str:
@@ -221,11 +222,13 @@ async def test_live_metrics_are_served_and_linger(tmp_path: Path) -> None:
         "loadgen_request_duration_seconds_sum",
         "loadgen_time_per_output_token_seconds_count",
         "loadgen_schedule_lag_seconds_count",
+        "loadgen_slot_wait_seconds_count",
         "loadgen_in_flight_requests",
         "loadgen_event_loop_lag_seconds",
         "loadgen_run_start_timestamp_seconds",
     ):
         assert series in text
+    assert re.search(r'loadgen_requests_total\{[^}]*outcome="connect_error"[^}]*\} 0\.0', text)  # item 4
     assert f"loadgen_output_tokens_total{{{labels}}} 96.0" in text
     assert f"loadgen_slo_met_requests_total{{{labels}}} 12.0" in text
     assert f"loadgen_target_request_rate{{{labels}}} 100.0" in text
@@ -293,7 +296,7 @@ async def test_target_crash_mid_run_leaves_a_partial_record(tmp_path: Path, http
     assert result.exit_code == 1
     by = result.summary["requests"]["by_outcome"]
     assert by["ok"] >= 5
-    assert by["disconnect"] >= 1  # refused or cut connections are outcomes, not crashes
+    assert by["disconnect"] + by["connect_error"] >= 1  # cut or refused connections are outcomes
     assert result.summary["requests"]["measured"] >= MIN_FOR_BUDGET  # the budget needs 20 finished
     assert "exceeded --max-error-rate" in result.summary["partial_reason"]
     assert result.summary["requests"]["measured"] == len(_lines(result.result_dir))

@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from loadgen.results.manifest import neutral_params
+from loadgen.results.manifest import engine_section
 from loadgen.targets import get_target
 from tests.conftest import GOLDEN_SGLANG, GOLDEN_VLLM
 from tests.loadgen_servers import serve
@@ -61,7 +61,10 @@ async def test_vllm_metadata_from_real_bodies() -> None:
         2048,
     )
     assert meta.sources == ["/version", "/v1/models", "/server_info"]
-    params = neutral_params(meta)
+    section = engine_section(meta, url)
+    params = section["params"]
+    assert section["param_sources"]["dtype"] == "engine HTTP /server_info"
+    assert params["dtype"] == "bfloat16"  # the effective dtype, not the flag default "auto"
     assert params["tensor_parallel_size"] == 1
     assert params["max_model_len"] == 2048
     assert params["prefix_caching"] is True
@@ -89,7 +92,10 @@ async def test_sglang_metadata_from_real_bodies() -> None:
     )
     assert meta.server_args["mem_fraction_static"] == 0.5
     assert meta.server_args["model_info"]["model_type"] == "llama"
-    assert neutral_params(meta)["gpu_memory_utilization"] == 0.5
+    section = engine_section(meta, url)
+    assert section["params"]["gpu_memory_utilization"] == 0.5
+    assert section["params"]["seed"] == 568564071  # SGLang's reported random_seed, not "auto"
+    assert section["param_sources"]["seed"] == "engine HTTP /get_server_info"
     assert flush.ok
     assert flush.method == "POST /flush_cache"
 
@@ -108,4 +114,4 @@ async def test_sim_target_reports_simengine(personality: str) -> None:
     assert meta.server_args["personality"] == personality
     assert meta.version
     assert meta.model
-    assert neutral_params(meta).get("max_num_seqs") == 32
+    assert engine_section(meta, engine.base_url)["params"]["max_num_seqs"] == 32

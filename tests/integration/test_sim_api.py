@@ -222,14 +222,51 @@ async def test_invalid_json_is_400(personality_client: Any) -> None:
 
 
 async def test_api_key_is_enforced_when_set() -> None:
-    client = await _client("--api-key", "sk-test")
+    client = await _client("--api-key", "sk-test", "sk-other", "--dev-mode")
     try:
         body = {"prompt": "x", "max_tokens": 1}
         assert (await client.post("/v1/completions", json=body)).status == 401
-        ok = await client.post("/v1/completions", json=body, headers={"Authorization": "Bearer sk-test"})
-        assert ok.status == 200
-        info = await (await client.get("/server_info")).text()
-        assert "sk-test" not in info
+        for key in ("sk-test", "sk-other"):  # vLLM accepts any one of its keys
+            ok = await client.post("/v1/completions", json=body, headers={"Authorization": f"Bearer {key}"})
+            assert ok.status == 200
+        wrong = await client.post("/v1/completions", json=body, headers={"Authorization": "Bearer sk-tes"})
+        assert wrong.status == 401
+        resp = await client.get("/server_info")
+        assert resp.status == 200
+        info = await resp.json()
+        assert info["server_args"]["api_key"] == "<redacted>"
+        assert "sk-test" not in json.dumps(info)
+        assert "sk-other" not in json.dumps(info)
+    finally:
+        await client.close()
+
+
+SECRET_FLAGS = [  # unknown flags in every form a launch line gives them, each with a distinct secret
+    "--hf-token=hf_planted_1",
+    "--hf-token-2",
+    "hf_planted_2",
+    "--ssl-keyfile-password",
+    "pw_planted_3",
+    "--db-passwd=pw_planted_4",
+    "--auth-header",
+    "Bearer planted_5",
+    "--api-key",
+    "sk-planted-6",
+]
+
+
+@pytest.mark.parametrize(("personality", "path"), [("vllm", "/server_info"), ("sglang", "/get_server_info")])
+async def test_server_info_redacts_secrets_in_unknown_flags(personality: str, path: str) -> None:
+    client = await _client("--personality", personality, "--dev-mode", "--enforce-eager", *SECRET_FLAGS)
+    try:
+        resp = await client.get(path)
+        assert resp.status == 200
+        text = await resp.text()
+        assert "planted" not in text
+        unrecognized = json.loads(text)["unrecognized_args"]
+        assert unrecognized["hf-token"] == unrecognized["db-passwd"] == "<redacted>"
+        assert unrecognized["ssl-keyfile-password"] == unrecognized["auth-header"] == "<redacted>"
+        assert unrecognized["enforce-eager"] is True  # what is not secret stays readable
     finally:
         await client.close()
 

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
 import sys
+import urllib.error
 import urllib.request
+from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
+from loadgen.cli.main import cli as loadgen_cli
 from loadgen.cli.sim import sim
 from simengine.embedded import EmbeddedEngine
 
@@ -72,6 +77,55 @@ def test_python_m_simengine_serves_and_exits_cleanly_on_sigterm() -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def _status(url: str) -> int:
+    try:
+        return _get(url)[0]
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_embedded_engine_is_in_dev_mode_unless_told_not() -> None:
+    with EmbeddedEngine([]) as dev, EmbeddedEngine(["--no-dev-mode"]) as plain:
+        assert dev.config.dev_mode is True
+        assert _status(dev.base_url + "/server_info") == 200  # loadgen reads its launch flags here
+        assert plain.config.dev_mode is False
+        assert _status(plain.base_url + "/server_info") == 404
+
+
+@pytest.mark.parametrize(("sim_flags", "dev_mode"), [((), True), (("--sim-no-dev-mode",), False)])
+def test_loadgen_target_sim_reads_server_info_only_in_dev_mode(
+    tmp_path: Path, sim_flags: tuple[str, ...], dev_mode: bool
+) -> None:
+    args = ["run", "--target", "sim", "--num-prompts", "2", "--profile", "short", "--metrics-port", "0"]
+    args += ["--linger", "0", "--quiet", "--json", "--results-dir", str(tmp_path), "--sim-time-scale", "20"]
+    result = CliRunner().invoke(loadgen_cli, [*args, "--sim-max-num-seqs", "8", *sim_flags])
+    assert result.exit_code == 0, result.output
+    run_id = json.loads(result.stdout)["run_id"]
+    engine = json.loads((tmp_path / run_id / "manifest.json").read_text())["engine"]
+    assert ("/server_info" in engine["sources"]) is dev_mode
+    assert (engine["server_args"].get("server_args", {}).get("max_num_seqs") == 8) is dev_mode
+
+
+@pytest.mark.parametrize(("env_value", "status"), [("1", 200), ("0", 404), (None, 404)])
+def test_python_m_simengine_reads_vllm_server_dev_mode_from_its_environment(
+    env_value: str | None, status: int
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "VLLM_SERVER_DEV_MODE"}
+    if env_value is not None:
+        env["VLLM_SERVER_DEV_MODE"] = env_value
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "simengine", "--port", "0"], stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert proc.stdout is not None
+        match = re.search(r"listening on (http://127\.0\.0\.1:\d+)", proc.stdout.readline())
+        assert match
+        assert _status(match.group(1) + "/server_info") == status
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
 
 
 def test_bad_flag_exits_2_with_one_line_error() -> None:

@@ -154,7 +154,9 @@ async def test_vllm_metrics_count_what_was_served() -> None:
 
 
 async def test_vllm_metadata_endpoints_match_the_golden_shapes() -> None:
-    client = await _client("--personality", "vllm", "--model", "/tmp/tiny-llama", "--max-num-seqs", "96")
+    client = await _client(
+        "--personality", "vllm", "--model", "/tmp/tiny-llama", "--max-num-seqs", "96", "--dev-mode"
+    )
     try:
         for path, golden in (
             ("/version", "get_version.txt"),
@@ -173,6 +175,7 @@ async def test_vllm_metadata_endpoints_match_the_golden_shapes() -> None:
             assert await resp.read() == b""
         info = await (await client.get("/server_info")).json()
         assert {"vllm_config", "vllm_env", "system_env"} <= set(info)
+        assert info["vllm_env"]["VLLM_SERVER_DEV_MODE"] is True  # as real vLLM lists it in dev mode
         assert "max_seq_len=2048" in info["vllm_config"]
         assert info["server_args"]["max_num_seqs"] == 96
     finally:
@@ -180,7 +183,7 @@ async def test_vllm_metadata_endpoints_match_the_golden_shapes() -> None:
 
 
 async def test_vllm_reset_prefix_cache_drops_cached_blocks() -> None:
-    client = await _client("--personality", "vllm")
+    client = await _client("--personality", "vllm", "--dev-mode")
     try:
         prompt = list(range(2, 200))
         await _load(client, n=1, prompt=prompt)
@@ -190,6 +193,34 @@ async def test_vllm_reset_prefix_cache_drops_cached_blocks() -> None:
         hits = re.search(r"^vllm:prefix_cache_hits_total\{[^}]*\} (\S+)", text, re.M)
         assert hits is not None
         assert float(hits.group(1)) == 0.0
+    finally:
+        await client.close()
+
+
+FASTAPI_NOT_FOUND = golden_body(GOLDEN_SGLANG / "get_version.txt")  # a real FastAPI 404: {"detail":...}
+
+
+@pytest.mark.parametrize("flags", [(), ("--no-dev-mode",)])
+async def test_default_vllm_answers_404_on_its_dev_mode_endpoints_like_real_vllm(
+    flags: tuple[str, ...],
+) -> None:
+    client = await _client("--personality", "vllm", *flags)
+    try:
+        for method, path in (("GET", "/server_info"), ("POST", "/reset_prefix_cache")):
+            resp = await client.request(method, path)
+            assert resp.status == 404, path
+            assert resp.content_type == "application/json"
+            assert (await resp.text()) == FASTAPI_NOT_FOUND.strip(), path
+        assert (await client.get("/version")).status == 200  # the rest of vLLM's API is there
+    finally:
+        await client.close()
+
+
+async def test_vllm_dev_mode_serves_server_info_and_the_flush() -> None:
+    client = await _client("--personality", "vllm", "--dev-mode")
+    try:
+        assert (await client.get("/server_info")).status == 200
+        assert (await client.post("/reset_prefix_cache")).status == 200
     finally:
         await client.close()
 

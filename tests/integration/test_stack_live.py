@@ -226,8 +226,10 @@ def variable_choices(stack: Stack, board: dict[str, Any]) -> dict[str, str]:
     """The value each template variable gets, like a user picking the test's run and engines."""
     values: dict[str, str] = {}
     for var in board["templating"]["list"]:
-        if var["type"] == "textbox":
+        if var["type"] == "textbox":  # the SLO boxes: their defaults
             values[var["name"]] = var["query"]
+        elif var["type"] == "datasource":  # the provisioned Prometheus: this test's Prometheus
+            values[var["name"]] = var["current"]["value"]
         elif var.get("includeAll"):
             values[var["name"]] = var["allValue"]
     values["run_id"] = stack.run_id

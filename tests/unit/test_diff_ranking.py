@@ -7,7 +7,9 @@ import copy
 
 import pytest
 
-from exporter.engine_params import FLAG_TABLE, NEUTRAL_PARAMS, from_neutral
+from infergauge.engines import get
+from infergauge.engines.base import NEUTRAL_PARAMS
+from infergauge.engines.params import from_neutral
 from loadgen.analysis.diff import manifest_differences, unrecorded_warnings
 from loadgen.analysis.diff_facts import resolve_params, run_facts
 from loadgen.analysis.diff_priors import GROUP_ORDER
@@ -25,7 +27,7 @@ def _manifest(engine: str, params: dict, **config) -> dict:
             "version": "1.0",
             "model": "m-8b",
             "base_url": "http://127.0.0.1:8000",
-            "server_args": {**from_neutral(engine, params), "log_level": "info"},
+            "server_args": {**from_neutral(get(engine), params), "log_level": "info"},
             "params": dict(params),
         },
         "exporter": {
@@ -50,7 +52,7 @@ def _mentions(diffs, word):
 
 def test_the_flag_table_spells_max_num_seqs_differently():
     # the premise of the cross-engine tests: the two engines' raw args do not share the name
-    assert FLAG_TABLE["vllm"]["max_num_seqs"].dest != FLAG_TABLE["sglang"]["max_num_seqs"].dest
+    assert get("vllm").flags["max_num_seqs"].dest != get("sglang").flags["max_num_seqs"].dest
 
 
 def test_another_engines_spelling_of_an_equal_param_is_no_difference():

@@ -95,8 +95,8 @@ def test_report_files_tables_and_facts(runs, tmp_path):
     by_id = {r["run_id"]: r for r in rows}
     for record in runs:
         row = by_id[record.run_id]
-        assert row["req/s"] == f"{record.summary['request_throughput']:.2f}"
-        assert row["output tok/s"] == f"{record.summary['output_token_throughput']:.1f}"
+        assert float(row["request_throughput_rps"]) == record.summary["request_throughput"]
+        assert float(row["output_token_throughput_tps"]) == record.summary["output_token_throughput"]
         assert f"| {record.run_id} |" in text
     assert "Knee: concurrency 8" in text
     # SLA 1.5 s lies halfway between c=8 (1 s) and c=16 (2 s): concurrency 12, 8 req/s = 512 tok/s
@@ -109,6 +109,11 @@ def test_report_files_tables_and_facts(runs, tmp_path):
 def test_different_workloads_side_by_side_are_flagged(runs):
     assert workload_mismatches(runs) == []
     runs[-1].manifest["workload"]["fingerprint"] = "other"  # sglang at concurrency 32
+    (warning,) = workload_mismatches(runs)  # runs recorded before the definition fingerprint
+    for r in runs:
+        r.manifest["workload"]["definition_fingerprint"] = "d"
+    assert workload_mismatches(runs) == []  # item 8: same definition, a different sequence sent
+    runs[-1].manifest["workload"]["definition_fingerprint"] = "other"
     (warning,) = workload_mismatches(runs)
     assert "used different workloads" in warning
     assert "sglang-32" in warning

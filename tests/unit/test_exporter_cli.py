@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,20 @@ def test_once_metrics_with_fake_gpus() -> None:
     assert 'collector="engine"' not in out
 
 
+def test_once_metrics_with_a_hung_fake_gpu_returns_and_marks_it() -> None:
+    started = time.perf_counter()
+    code, out = invoke(
+        ["--once", "metrics", "--fake-gpus", "2", "--fake-hung-gpu", "1", "--nvml-timeout", "0.2"]
+        + ["--no-collector", "engine"]
+    )
+    assert time.perf_counter() - started < 3  # without deadlines this never returns
+    assert code == 0
+    assert out.count("DCGM_FI_DEV_GPU_UTIL{") == 1
+    assert 'infergauge_gpu_read_success{Hostname="' in out
+    assert 'gpu="1"} 0.0' in out.split("infergauge_gpu_read_success")[-1].split("# HELP")[0]
+    assert 'infergauge_collector_success{collector="gpu"} 0.0' in out
+
+
 def test_environment_twins() -> None:
     env = {"INFERGAUGE_EXPORTER_COLLECTOR": "host", "INFERGAUGE_EXPORTER_ONCE": "metrics"}
     code, out = invoke([], env)
@@ -42,6 +57,8 @@ def test_environment_twins() -> None:
         (["--engine-url", "localhost:8000"], "'localhost:8000' is not an http(s) URL"),
         (["--sample-interval", "-1"], "-1"),
         (["--port", "70000"], "70000"),
+        (["--fake-gpus", "2", "--fake-hung-gpu", "5"], "5 is not one of the 2 fake GPUs"),
+        (["--nvml-timeout", "0"], "0"),
     ],
 )
 def test_bad_input_exits_2_naming_the_value(args: list[str], needle: str) -> None:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 from exporter.collectors.base import CollectorSet
 from exporter.collectors.gpu import GpuCollector
-from exporter.fake_nvml import DRIVER_NOT_LOADED, FakeGpu, FakeNvml
-from exporter.gpu_sampler import GpuSampler
-from exporter.nvml import NvmlSession
+from exporter.nvml.fake import DRIVER_NOT_LOADED, LIBRARY_NOT_FOUND, RM_VERSION_MISMATCH, FakeGpu, FakeNvml
+from exporter.nvml.sampler import GpuSampler
+from exporter.nvml.session import NvmlSession
 
 MIB = 2**20
 
@@ -128,11 +129,25 @@ def test_lost_gpu_drops_only_its_series() -> None:
     assert registry.get_sample_value("infergauge_collector_success", {"collector": "gpu"}) == 0
 
 
-def test_no_nvml_is_a_failed_collector_not_a_failed_scrape() -> None:
-    registry, _ = registry_for(FakeNvml(1, init_error=DRIVER_NOT_LOADED))
+@pytest.mark.parametrize("code", [DRIVER_NOT_LOADED, LIBRARY_NOT_FOUND])
+def test_host_without_gpu_is_a_fact_not_a_failure(code: int) -> None:
+    registry, _ = registry_for(FakeNvml(1, init_error=code))
+    assert registry.get_sample_value("infergauge_gpus", {"Hostname": "node-a"}) == 0
+    assert registry.get_sample_value("infergauge_collector_success", {"collector": "gpu"}) == 1
+    assert registry.get_sample_value("DCGM_FI_DEV_GPU_TEMP", dcgm_labels(0)) is None
+
+
+def test_nvml_failing_on_a_present_gpu_is_a_failed_collector_not_a_failed_scrape() -> None:
+    # the driver is there but NVML refuses (library/driver version mismatch): the collector failed
+    registry, _ = registry_for(FakeNvml(1, init_error=RM_VERSION_MISMATCH))
     assert registry.get_sample_value("infergauge_collector_success", {"collector": "gpu"}) == 0
     assert registry.get_sample_value("infergauge_collector_duration_seconds", {"collector": "gpu"}) >= 0
-    assert registry.get_sample_value("DCGM_FI_DEV_GPU_TEMP", dcgm_labels(0)) is None
+    assert registry.get_sample_value("infergauge_gpus", {"Hostname": "node-a"}) is None
+
+
+def test_gpu_count_is_reported() -> None:
+    registry, _ = registry_for(FakeNvml(3))
+    assert registry.get_sample_value("infergauge_gpus", {"Hostname": "node-a"}) == 3
 
 
 def test_topology_pairs_over_nvlink_switch_and_pcie() -> None:
@@ -171,6 +186,16 @@ def test_sampler_peaks_gpm_and_xid() -> None:
     assert registry.get_sample_value("DCGM_FI_DEV_XID_ERRORS", dcgm_labels(0)) == 0
     # the peak window was reset by the scrape above: now only the current reading remains
     assert registry.get_sample_value("infergauge_gpu_power_usage_peak_watts", labels) == 200.0
+
+
+def test_gpm_ratios_stay_with_their_gpu_when_gpus_are_sampled_in_parallel() -> None:
+    gpus = [FakeGpu(i, gpm_percent={1: 10.0 * (i + 1), 5: 0.0, 10: 0.0}) for i in range(4)]
+    registry, sampler = registry_for(FakeNvml(gpus), sampler=True)
+    assert sampler is not None
+    for _ in range(3):
+        sampler.tick()
+    got = [registry.get_sample_value("DCGM_FI_PROF_GR_ENGINE_ACTIVE", dcgm_labels(i)) for i in range(4)]
+    assert got == [0.1, 0.2, 0.3, 0.4]  # 10 %, 20 %, 30 %, 40 % -> ratios
 
 
 def test_registering_never_touches_nvml() -> None:

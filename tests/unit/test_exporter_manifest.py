@@ -5,13 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from exporter.checks import engine_checks, gpu_checks
+from exporter.collectors.base import Collector
+from exporter.collectors.engine import EngineCollector
+from exporter.collectors.gpu import GpuCollector
 from exporter.discovery import ProcInfo
 from exporter.engine_http import EngineHttpFacts
 from exporter.engines import EngineInspector
-from exporter.fake_nvml import DRIVER_NOT_LOADED, FakeGpu, FakeNvml
-from exporter.gpu_sampler import GpuSampler
 from exporter.manifest import ManifestBuilder
-from exporter.nvml import NvmlSession
+from exporter.nvml.fake import DRIVER_NOT_LOADED, FakeGpu, FakeNvml
+from exporter.nvml.sampler import GpuSampler
+from exporter.nvml.session import NvmlSession
 from tests.conftest import GOLDEN_VLLM
 
 HOST = {
@@ -41,7 +44,10 @@ def vllm_inspector(up: bool = True, urls: list[str] | None = None) -> EngineInsp
 
 def build(nvml: FakeNvml, inspector: EngineInspector | None) -> dict[str, Any]:
     session = NvmlSession(nvml)
-    return ManifestBuilder(session, inspector, sampler=GpuSampler(session, 0), host=lambda: HOST).build()
+    collectors: list[Collector] = [GpuCollector(session, sampler=GpuSampler(session, 0), hostname="h")]
+    if inspector is not None:
+        collectors.append(EngineCollector(inspector))
+    return ManifestBuilder(collectors, host=lambda: HOST).build()
 
 
 def test_manifest_schema_and_engine_from_parent_of_gpu_process() -> None:

@@ -39,6 +39,18 @@ def test_observe_ok_and_failed_requests() -> None:
     )
 
 
+def test_item6_lag_histogram_is_lateness_and_slot_wait_its_own() -> None:
+    """Issue 11 item 6: a request that waited 2 s for a slot and went out 1 ms after it came free."""
+    m = _metrics()
+    r = RequestRecord(0, "x", False, 0, 10, 3)
+    r.slot_free_ns, r.sent_ns, r.outcome = 2_000 * MS, 2_001 * MS, "connect_error"
+    m.observe(r, slo_met=False)
+    get = m.registry.get_sample_value
+    assert get("loadgen_schedule_lag_seconds_sum", LABELS) == 0.001  # sent - due, not sent - scheduled
+    assert get("loadgen_slot_wait_seconds_sum", LABELS) == 2.0
+    assert get("loadgen_requests_total", {**LABELS, "outcome": "connect_error"}) == 1  # item 4
+
+
 def test_bucket_ranges_follow_the_contract() -> None:
     assert LATENCY_BUCKETS[0] == 0.0001  # sub-millisecond TTFTs (local engine, cache hit) stay inside
     assert LATENCY_BUCKETS[-1] >= 300

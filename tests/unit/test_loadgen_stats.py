@@ -80,10 +80,12 @@ def test_summary_counts_goodput_and_excludes_warmup() -> None:
         "warmup": 1,
         "ok": 2,
         "failed": 1,
+        "cancelled": 0,
         "by_outcome": {
             "ok": 2,
             "http_error": 1,
             "timeout": 0,
+            "connect_error": 0,
             "disconnect": 0,
             "protocol_error": 0,
             "cancelled": 0,
@@ -99,6 +101,42 @@ def test_summary_counts_goodput_and_excludes_warmup() -> None:
     assert s["schedule_lag_s"]["max"] == pytest.approx(0.001)
     assert s["error_rate"] == pytest.approx(1 / 3)
     assert s["token_count"] == "usage"
+
+
+def test_item4_cancelled_requests_are_not_failures() -> None:
+    """Issue 11 item 4: loadgen's own cancellations are out of the error rate."""
+    records = [_rec(i, tokens=(MS,)) for i in range(6)]
+    records += [_rec(6, outcome="http_error"), _rec(7, outcome="connect_error")]
+    records += [_rec(8 + i, outcome="cancelled") for i in range(12)]
+    s = summarize(records, {})
+    # error rate = failed / (ok + failed) = 2 / (6 + 2) = 0.25 (was 14 / 20 = 0.7 counting cancelled)
+    assert s["error_rate"] == pytest.approx(0.25)
+    assert (s["requests"]["failed"], s["requests"]["cancelled"]) == (2, 12)
+    assert s["requests"]["by_outcome"]["connect_error"] == 1
+    assert summarize([_rec(0, outcome="cancelled")], {})["error_rate"] == 0.0
+
+
+def test_item6_lateness_and_slot_wait_are_separate() -> None:
+    """Issue 11 item 6: a request that waited for a concurrency slot is late only after the slot."""
+    r = _rec(sent=1_003 * MS, scheduled=0)
+    r.slot_free_ns = 1_000 * MS  # waited 1 s for a slot, then sent 3 ms after it came free
+    assert r.due_ns == 1_000 * MS
+    on_time = _rec(1, sent=2 * MS, scheduled=1 * MS)  # no cap: due = scheduled, late 1 ms
+    s = summarize([r, on_time], {})
+    assert s["slot_wait_s"]["max"] == pytest.approx(1.0)
+    assert s["slot_wait_s"]["min"] == 0.0
+    assert s["schedule_lag_s"]["max"] == pytest.approx(0.003)  # lateness = sent - due
+    assert s["schedule_lag_s"]["min"] == pytest.approx(0.001)
+
+
+def test_item7_mean_measured_tokens_per_request() -> None:
+    """Issue 11 item 7: measured prompt/output tokens per request, from usage, ok requests only."""
+    a, b = _rec(0, tokens=(MS, 2 * MS), out=7), _rec(1, tokens=(MS,), out=3)
+    a.prompt_tokens, b.prompt_tokens = 93, 145  # configured input_len is 10
+    s = summarize([a, b, _rec(2, outcome="timeout")], {})
+    assert s["mean_prompt_tokens"] == pytest.approx((93 + 145) / 2)  # 119
+    assert s["mean_output_tokens"] == pytest.approx((7 + 3) / 2)  # 5
+    assert summarize([], {})["mean_prompt_tokens"] is None
 
 
 def test_token_count_marks_estimates() -> None:

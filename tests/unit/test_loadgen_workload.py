@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 import subprocess
@@ -137,3 +138,22 @@ def test_jsonl_errors_name_the_line(tmp_path: Path) -> None:
         build_workload(RunConfig(dataset=str(path)))
     with pytest.raises(ConfigError, match="cannot read dataset"):
         build_workload(RunConfig(dataset=str(tmp_path / "missing.jsonl")))
+
+
+def test_item8_definition_fingerprint_is_the_generator_options_and_seed(tmp_path: Path) -> None:
+    """Issue 11 item 8: the definition's fingerprint ignores how many requests were sent."""
+    base = RunConfig(workload="random", seed=3, input_len="fixed:32")
+
+    def definition(config: RunConfig) -> str:
+        return str(build_workload(config).describe()["definition_fingerprint"])
+
+    assert _fp(base, 10) != _fp(base, 20)  # the sequence sent differs with the count ...
+    assert definition(base) == definition(RunConfig(workload="random", seed=3, input_len="fixed:32"))
+    for other in ({"seed": 4}, {"input_len": "fixed:33"}, {"workload": "random-text"}):
+        assert definition(base) != definition(dataclasses.replace(base, **other)), other
+    data = tmp_path / "a.jsonl"
+    data.write_text('{"prompt": "hi"}\n')
+    copy = tmp_path / "b.jsonl"
+    copy.write_text(data.read_text())  # the same content elsewhere: the same definition
+    on = {"workload": "jsonl", "seed": 3}
+    assert definition(RunConfig(dataset=str(data), **on)) == definition(RunConfig(dataset=str(copy), **on))

@@ -5,9 +5,11 @@ from __future__ import annotations
 import shlex
 
 import pytest
+from click.testing import CliRunner
 
+from loadgen.cli.main import cli as loadgen_cli
 from simengine.cli import main as sim_main
-from simengine.config import ConfigError, parse_args
+from simengine.config import FLAG_PARSER, POSITIVE, RANGES, ConfigError, parse_args
 from tests.conftest import GOLDEN_SGLANG, GOLDEN_VLLM
 
 
@@ -122,9 +124,17 @@ def test_cli_exit_code_2_and_one_line_error(capsys: pytest.CaptureFixture[str]) 
 
 def test_api_key_is_redacted_in_effective_args() -> None:
     cfg = parse_args(["--api-key", "sk-secret-123"])
-    assert cfg.api_key == "sk-secret-123"
+    assert cfg.api_key == ("sk-secret-123",)
     assert "sk-secret-123" not in repr(cfg)
     assert "sk-secret-123" not in str(cfg.effective_args())
+
+
+def test_several_api_keys_as_vllm_takes_them_none_echoed(capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = parse_args(["--api-key", "sk-one", "sk-two", "--max-num-seqs", "4"])
+    assert (cfg.api_key, cfg.max_num_seqs) == (("sk-one", "sk-two"), 4)
+    assert "sk-" not in str(cfg.effective_args()) + repr(cfg)
+    assert sim_main(["--api-key", "sk-one", "sk-two", "--gpu", "v100"]) == 2  # an error elsewhere
+    assert "sk-" not in capsys.readouterr().err  # was: "unexpected argument 'sk-two'"
 
 
 def test_help_lists_both_spellings_and_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
@@ -148,3 +158,76 @@ def test_boolean_flags_take_an_optional_value_like_older_vllm() -> None:
     )
     with pytest.raises(ConfigError, match="'maybe'"):
         parse_args(["--enable-chunked-prefill=maybe"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "dev_mode"),
+    [
+        ([], {}, False),  # real vLLM's default: no dev-only endpoints
+        ([], {"VLLM_SERVER_DEV_MODE": "1"}, True),
+        ([], {"VLLM_SERVER_DEV_MODE": "0"}, False),
+        (["--dev-mode"], {}, True),
+        (["--no-dev-mode"], {"VLLM_SERVER_DEV_MODE": "1"}, False),  # the flag wins over the environment
+    ],
+)
+def test_dev_mode_comes_from_the_environment_or_the_flag(
+    argv: list[str], env: dict[str, str], dev_mode: bool
+) -> None:
+    assert parse_args(argv, env).dev_mode is dev_mode
+
+
+def test_bad_dev_mode_environment_value_is_exit_2(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VLLM_SERVER_DEV_MODE", "yes")  # real vLLM fails on it too (bool(int(...)))
+    assert sim_main([]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "simengine: error: invalid VLLM_SERVER_DEV_MODE 'yes'; must be an integer (1 = dev mode)"
+
+
+RATES = ["--fault-error-rate", "--fault-stall-rate", "--fault-disconnect-rate", "--fault-malformed-rate"]
+DURATIONS = ["--fault-stall-ms", "--step-overhead-ms"]
+BAD_VALUES = (
+    [(flag, value) for flag in RATES for value in ("nan", "-0.1", "1.5", "inf")]
+    + [(flag, value) for flag in DURATIONS for value in ("-1", "nan", "inf")]
+    + [(flag, value) for flag in POSITIVE for value in ("0", "-1", "nan", "inf")]
+)
+
+
+@pytest.mark.parametrize(("flag", "value"), BAD_VALUES)
+def test_bad_rates_durations_and_factors_exit_2_naming_flag_and_value(
+    flag: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert sim_main([flag, value]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"simengine: error: invalid {flag} {float(value)!r}; must be a finite number ")
+    assert "\n" not in err
+
+
+def test_every_float_flag_has_a_range() -> None:
+    floats = {a.dest for a in FLAG_PARSER._actions if a.type is float}
+    assert floats  # the parser really was read
+    assert floats <= {name for name, _, _ in RANGES.values()} | set(POSITIVE.values())
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [("--fault-malformed-rate", "nan"), ("--fault-stall-ms", "-5"), ("--speed-factor", "0")],
+)
+def test_loadgen_run_rejects_a_bad_sim_flag_before_anything_runs(flag: str, value: str, tmp_path) -> None:
+    results = tmp_path / "results"
+    result = CliRunner().invoke(
+        loadgen_cli, ["run", "--target", "sim", f"--sim-{flag[2:]}", value, "--results-dir", str(results)]
+    )
+    assert result.exit_code == 2
+    assert result.output.strip() == (
+        f"Error: invalid --sim-{flag[2:]} {float(value)!r}; must be a finite number "
+        + (
+            "> 0.0"
+            if flag == "--speed-factor"
+            else ">= 0.0"
+            if flag.endswith("-ms")
+            else "between 0.0 and 1.0"
+        )
+    )
+    assert not results.exists()  # nothing half-written

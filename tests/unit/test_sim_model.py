@@ -32,6 +32,23 @@ def test_allreduce_only_with_tensor_parallelism_and_pcie_costs_more() -> None:
     assert 0 < nv < pcie
 
 
+def test_speed_factor_multiplies_every_step_and_reaches_the_virtual_clock() -> None:
+    base = StepModel.build("h200", 8e9, "bf16", 2, "nvlink", 1.0)
+    slower = StepModel.build("h200", 8e9, "bf16", 2, "nvlink", 1.0, speed_factor=1.15)
+    for step in (
+        (1, 100, 100.0),
+        (64, 64 * 2048, 64 * 2048.0),
+        (8192, 0, 8192 * 8193 / 2),
+    ):  # decode..prefill
+        assert slower.step_seconds(*step) == pytest.approx(1.15 * base.step_seconds(*step), rel=1e-12)
+    # the closed-loop figures the scheduler produces (model time) follow: throughput / 1.15
+    prompt = random_prompt(1, 128)
+    fast = run_closed_loop(parse_args([]), concurrency=8, prompt=prompt, output_len=64, duration_s=5)
+    slow_cfg = parse_args(["--speed-factor", "1.15"])
+    slow = run_closed_loop(slow_cfg, concurrency=8, prompt=prompt, output_len=64, duration_s=5)
+    assert slow.output_tokens_per_s == pytest.approx(fast.output_tokens_per_s / 1.15, rel=0.03)
+
+
 def test_gpu_profiles_rank_by_memory_bandwidth() -> None:
     order = sorted(
         GPU_PROFILES, key=lambda g: StepModel.build(g, 8e9, "bf16", 1, "pcie", 0.0).decode_step_seconds(1, 1)

@@ -86,7 +86,7 @@ def test_dashboard_is_provisionable(path: Path) -> None:
         assert pos["x"] >= 0, panel["title"]
         assert pos["x"] + pos["w"] <= 24, panel["title"]
         for tgt in panel.get("targets", []):
-            assert tgt["datasource"] == {"type": "prometheus", "uid": "infergauge-prometheus"}, panel["title"]
+            assert tgt["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, panel["title"]
             assert tgt["expr"].strip(), panel["title"]
 
 
@@ -139,3 +139,52 @@ def test_comparison_table_has_one_row_per_run() -> None:
         "goodput req/s",
         "failed requests",
     } <= columns
+
+
+def provisioned_uid() -> str:
+    config = yaml.safe_load((PROVISIONING / "datasources" / "prometheus.yml").read_text())
+    return str(config["datasources"][0]["uid"])
+
+
+def datasource_refs(node: Any) -> list[dict[str, Any]]:
+    """Every Prometheus datasource reference in a dashboard (panels, targets, variables, annotations)."""
+    if isinstance(node, dict):
+        here = [node] if node.get("type") == "prometheus" and "uid" in node else []
+        return here + [ref for value in node.values() for ref in datasource_refs(value)]
+    if isinstance(node, list):
+        return [ref for value in node for ref in datasource_refs(value)]
+    return []
+
+
+@pytest.mark.parametrize("path", BOARD_FILES, ids=lambda p: p.name)
+def test_the_datasource_is_a_variable_defaulting_to_the_provisioned_one(path: Path) -> None:
+    board = json.loads(path.read_text(encoding="utf-8"))
+    first = board["templating"]["list"][0]  # before the query variables that use it
+    assert (first["name"], first["type"], first["query"]) == ("datasource", "datasource", "prometheus")
+    assert first["current"]["value"] == provisioned_uid()
+    refs = datasource_refs(board)
+    assert refs
+    assert {ref["uid"] for ref in refs} == {"${datasource}"}
+    assert provisioned_uid() not in json.dumps(refs)
+
+
+@pytest.mark.parametrize("name", ["run-live.json", "run-comparison.json"])
+def test_run_dashboards_take_slo_thresholds_from_variables(name: str) -> None:
+    board = boards()[name]
+    slo_vars = {v["name"]: v for v in board["templating"]["list"] if v["name"].endswith("_slo")}
+    assert set(slo_vars) == {"ttft_slo", "tpot_slo", "e2e_slo"}
+    assert all(v["type"] == "textbox" and float(v["query"]) > 0 for v in slo_vars.values())
+    used = {name for q in iter_queries(board) for name in variable_names(q.expr)}
+    assert set(slo_vars) <= used
+
+
+def test_comparison_judges_runs_by_the_slo_variables() -> None:
+    table = next(p for p in boards()["run-comparison.json"]["panels"] if p["type"] == "table")
+    slo = [t["expr"] for t in table["targets"] if "$ttft_slo" in t["expr"]]
+    assert len(slo) == 1
+    assert all(f"<= bool ${v}" in slo[0] for v in ("ttft_slo", "tpot_slo", "e2e_slo"))
+    assert "p99 within SLOs" in table["transformations"][1]["options"]["renameByName"].values()
+    fixed = [  # the old fixed 0.5 s threshold colouring of p99 TTFT
+        o for o in table["fieldConfig"]["overrides"] if any(p["id"] == "thresholds" for p in o["properties"])
+    ]
+    assert fixed == []

@@ -1,0 +1,83 @@
+"""SGLang (0.5.x `ServerArgs`) as data: flags and defaults, processes, endpoints, metric names.
+
+SGLang has no on/off switch for chunked prefill (`--chunked-prefill-size -1` turns it off) and
+spells prefix caching inverted (`--disable-radix-cache`): both are data here (`Switch`, `inverted`).
+Metric names are the ones in the golden capture (tests/fixtures/golden/sglang-0.5.14/metrics_*.txt).
+"""
+
+from __future__ import annotations
+
+from infergauge.engines.base import AUTO, EngineSpec, Marker, ServerInfo, Switch, Value, flag
+from infergauge.engines.vllm import DEFAULTS as VLLM_DEFAULTS
+
+FLAGS = {
+    "tensor_parallel_size": flag("tp_size", int, "--tensor-parallel-size", "--tp"),
+    "max_num_seqs": flag("max_running_requests", int),
+    "gpu_memory_utilization": flag("mem_fraction_static", float),
+    "max_model_len": flag("context_length", int),
+    "block_size": flag("page_size", int),
+    # the prefill chunk is the closest match of vLLM's per-step budget; -1 = no chunking
+    "max_num_batched_tokens": flag("chunked_prefill_size", int, off=-1),
+    "prefix_caching": flag("disable_radix_cache", bool, inverted=True),
+    "kv_cache_dtype": flag("kv_cache_dtype"),
+    "quantization": flag("quantization"),
+    "dtype": flag("dtype"),
+    "seed": flag("random_seed", int),
+}
+# SGLang differs from vLLM's defaults only here
+DEFAULTS: dict[str, Value] = {**VLLM_DEFAULTS, "gpu_memory_utilization": AUTO, "block_size": 1, "seed": AUTO}
+BOOL_FLAGS = frozenset(
+    {"--trust-remote-code", "--enable-metrics", "--disable-cuda-graph", "--enable-mixed-chunk"}
+    | {"--disable-overlap-schedule", "--enable-torch-compile", "--enable-dp-attention"}
+    | {"--skip-server-warmup", "--disable-radix-cache"}
+)
+METRICS = {
+    "running": "sglang:num_running_reqs",
+    "waiting": "sglang:num_queue_reqs",
+    "kv_usage": "sglang:token_usage",
+    "preemptions": "sglang:num_retracted_reqs",
+    "prompt_tokens": "sglang:prompt_tokens_total",
+    "generation_tokens": "sglang:generation_tokens_total",
+    "ttft": "sglang:time_to_first_token_seconds",
+    "itl": "sglang:inter_token_latency_seconds",
+    "e2e": "sglang:e2e_request_latency_seconds",
+    "queue_time": "sglang:queue_time_seconds",
+    "cached_tokens": "sglang:cached_tokens_total",
+    "cache_hit_rate": "sglang:cache_hit_rate",
+    "kv_used_tokens": "sglang:kv_used_tokens",
+    "kv_capacity_tokens": "sglang:max_total_num_tokens",
+    "requests": "sglang:num_requests_total",
+    "aborted": "sglang:num_aborted_requests_total",
+    "gen_throughput": "sglang:gen_throughput",
+}
+
+SPEC = EngineSpec(
+    name="sglang",
+    package="sglang",
+    default_port=30000,
+    launch_prefixes=(("sglang", "serve"),),
+    launch_modules=("sglang.launch_server",),
+    launcher=("python", "-m", "sglang.launch_server"),
+    model_flag="--model-path",
+    counterpart="vllm",
+    child_titles=("sglang::scheduler", "sglang::detokenizer", "sglang::data_parallel_controller"),
+    env_prefixes=("SGLANG_",),
+    flags=FLAGS,
+    switches={"chunked_prefill": Switch("chunked_prefill_size", -1)},
+    defaults=DEFAULTS,
+    bool_flags=BOOL_FLAGS,
+    model_flags=("served_model_name", "model_path", "model"),
+    model_config={"dtype": ("torch_dtype", "dtype"), "max_model_len": ("max_position_embeddings",)},
+    markers=(
+        Marker("/get_server_info", "tp_size"),
+        Marker("/get_server_info", "max_running_requests"),
+        Marker("/server_info", "tp_size"),
+        Marker("/server_info", "max_running_requests"),
+        Marker("/v1/models", "data.0.owned_by", "sglang"),
+    ),
+    metadata_paths=("/get_server_info", "/server_info", "/get_model_info", "/model_info", "/v1/models"),
+    model_info_paths=("/get_model_info", "/model_info"),
+    server_info=ServerInfo(paths=("/get_server_info", "/server_info"), version_key="version"),
+    flush_path="/flush_cache",
+    metrics=METRICS,
+)

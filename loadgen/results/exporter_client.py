@@ -1,0 +1,112 @@
+"""The one client of the exporter's `/manifest`: fetch it, and pick the engine it watches for a URL.
+
+A run attaches an exporter only when it watches the run's target: one of its engines serves the
+run's base URL (same port in its URL, its `--port` flag or its engine's default port), or the user
+named the exporter with `--exporter-url`. Otherwise the manifest records why none was attached
+(on a shared host 127.0.0.1:9402 may be another user's exporter watching another engine).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from infergauge import engines
+from infergauge.redact import redact_url
+
+EXPORTER_DEFAULT = "http://127.0.0.1:9402"
+
+
+class ExporterUnreachable(Exception):
+    """The exporter's /manifest could not be read; the message names the URL (credentials removed)."""
+
+
+def manifest_url(url: str) -> str:
+    """`<exporter>/manifest` for an exporter base URL (kept when it already ends so)."""
+    base = url.rstrip("/")
+    return base if base.endswith("/manifest") else f"{base}/manifest"
+
+
+async def get_exporter_manifest(session: aiohttp.ClientSession, url: str, timeout_s: float) -> dict[str, Any]:
+    """The exporter's /manifest as a JSON object (basic auth may ride in the URL as user:password@)."""
+    target = manifest_url(url)
+    shown = redact_url(target)
+    try:
+        async with session.get(target, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+            if resp.status != 200:
+                raise ExporterUnreachable(f"{shown}: HTTP {resp.status}")
+            body = json.loads(await resp.read())
+    except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+        raise ExporterUnreachable(f"{shown}: {type(exc).__name__}: {redact_url(str(exc))}") from None
+    if not isinstance(body, dict):
+        raise ExporterUnreachable(f"{shown}: the body is not a JSON object")
+    return body
+
+
+def read_exporter_manifest(url: str, timeout_s: float) -> dict[str, Any]:
+    """Blocking form of `get_exporter_manifest` (for `loadgen preflight`)."""
+
+    async def _read() -> dict[str, Any]:
+        async with aiohttp.ClientSession() as session:
+            return await get_exporter_manifest(session, url, timeout_s)
+
+    return asyncio.run(_read())
+
+
+async def fetch_exporter_manifest(
+    session: aiohttp.ClientSession, url: str | None, timeout_s: float = 1.0, default: str = EXPORTER_DEFAULT
+) -> tuple[dict[str, Any] | None, str]:
+    """(the exporter's /manifest or None, where it came from or why not); `default` when no URL."""
+    try:
+        manifest = await get_exporter_manifest(session, url or default, timeout_s if not url else 5)
+    except ExporterUnreachable as exc:
+        return None, str(exc)
+    return manifest, redact_url(manifest_url(url or default))
+
+
+def _port(url: str | None) -> int | None:
+    try:
+        parts = urlsplit(url or "")
+        return parts.port or ({"http": 80, "https": 443}.get(parts.scheme) if parts.hostname else None)
+    except ValueError:
+        return None
+
+
+def engine_ports(engine: dict[str, Any]) -> set[int]:
+    """Ports an exporter-reported engine serves on: its URL's, its `--port` flag's, else its default."""
+    ports = {p for p in (_port(engine.get("url")),) if p is not None}
+    flag = (engine.get("args") or {}).get("port")
+    if flag is not None and str(flag).isdigit():
+        ports.add(int(str(flag)))
+    spec = engines.ENGINES.get(str(engine.get("engine")))
+    if not ports and spec is not None:
+        ports.add(spec.default_port)
+    return ports
+
+
+def match_engine(exporter_engines: list[dict[str, Any]], base_url: str) -> dict[str, Any] | None:
+    """The exporter engine that serves `base_url` (by port), None when none does."""
+    port = _port(base_url)
+    return next((e for e in exporter_engines if port is not None and port in engine_ports(e)), None)
+
+
+async def attach_exporter(
+    session: aiohttp.ClientSession, exporter_url: str | None, base_url: str, default: str = EXPORTER_DEFAULT
+) -> tuple[dict[str, Any] | None, str]:
+    """(manifest to record, source) when the exporter watches `base_url` or was named by the user;
+    (None, why not) otherwise; the exporter at `default` is tried when none is named."""
+    manifest, source = await fetch_exporter_manifest(session, exporter_url, default=default)
+    if manifest is None or exporter_url:
+        return manifest, source
+    watched = manifest.get("engines") or []
+    if match_engine(watched, base_url) is not None:
+        return manifest, source
+    ports = sorted({p for e in watched for p in engine_ports(e)})
+    return None, (
+        f"not attached: the exporter at {source} watches no engine at {redact_url(base_url)} "
+        f"(its engines serve ports {ports or 'none'}); name it with --exporter-url to attach it anyway"
+    )

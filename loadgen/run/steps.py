@@ -1,0 +1,254 @@
+"""One run in three steps over a RunContext: prepare (engine metadata, the exporter's manifest,
+live metrics, the start annotation), measure (the load), record (summary, manifest, files)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+import loadgen.run.annotations as grafana_notes
+from loadgen.config import ConfigError, RunConfig
+from loadgen.records import RunResult
+from loadgen.results.journal import Journal
+from loadgen.results.manifest import public_url
+from loadgen.results.record import ManifestFacts, build_manifest, write_run
+from loadgen.results.rundir import write_json
+from loadgen.results.summary import build_summary
+from loadgen.run.live_metrics import LiveMetrics, RunLabels
+from loadgen.run.measure import Run, execute, linger, paced_gc, route_signals
+from loadgen.targets import EngineMetadata, Target
+from loadgen.transport.aiohttp_client import finalize
+from loadgen.transport.dispatch import Dispatcher
+from loadgen.transport.rawhttp import RawClient
+from loadgen.workload.generator import fingerprint
+
+OnResult = Callable[[RunResult], None]
+EXIT_NOT_WRITTEN = 3  # the run was measured but some of its files could not be written
+
+
+@dataclass
+class RunContext:
+    """One run from preflight to its record: what prepare learns, measure fills and record writes."""
+
+    config: RunConfig
+    run_id: str
+    target: Target
+    workload: Any
+    schedule: list[int]
+    base_url: str
+    progress: bool
+    meta_session: aiohttp.ClientSession | None = None
+    session: aiohttp.ClientSession | None = None  # the load's aiohttp session (None: raw client)
+    raw: RawClient | None = None
+    meta: EngineMetadata | None = None
+    model: str = ""
+    exporter: tuple[dict[str, Any] | None, str] = (None, "")
+    run: Run | None = None
+    started: datetime = field(default_factory=lambda: datetime.now(UTC))
+    ended: datetime | None = None
+    tags: list[str] = field(default_factory=list)
+    ann_id: Any = None
+    start_ns: int = 0
+    fingerprint: str = ""
+    on_result: OnResult | None = None
+
+    @property
+    def text(self) -> str:
+        """The Grafana annotation text of this run."""
+        return f"loadgen run {self.run_id} ({self.config.target}, {self.model})"
+
+
+async def run_steps(ctx: RunContext) -> RunResult:
+    """prepare (metadata, exporter, live metrics, annotation), measure (the load), record (files)."""
+    run = await _prepare(ctx)
+    try:
+        with route_signals(run.on_signal):
+            await _announce(ctx, run)
+            with paced_gc():
+                await _measure(ctx, run)
+                result = _record(ctx, run)
+            await _finish(ctx, run, result)
+            return result
+    finally:
+        assert run.metrics is not None
+        run.metrics.stop()
+
+
+async def _prepare(ctx: RunContext) -> Run:
+    """Engine metadata and model, the exporter's manifest, the run state and its live metrics."""
+    from loadgen.results.exporter_client import attach_exporter
+
+    assert ctx.meta_session is not None
+    ctx.meta = meta = await ctx.target.fetch_metadata(ctx.meta_session, ctx.base_url)
+    ctx.model = ctx.config.model or meta.model or ""
+    if not ctx.model:
+        raise ConfigError(f"{ctx.base_url}/v1/models lists no model: pass --model")
+    async with aiohttp.ClientSession() as plain:  # never send the engine's API key to the exporter
+        ctx.exporter = await attach_exporter(plain, ctx.config.exporter_url, ctx.base_url)
+    run = ctx.run = Run(ctx.config, ctx.run_id, ctx.progress)
+    ctx.started = datetime.now(UTC)
+    run.journal = _start_record(ctx)
+    run.metrics = _start_metrics(ctx.config, ctx.run_id, ctx.model, meta, ctx.base_url)
+    return run
+
+
+def _start_record(ctx: RunContext) -> Journal:
+    """manifest.json marked `status: running` before the first request, and the journal."""
+    run_dir = Path(ctx.config.results_dir) / ctx.run_id
+    facts = ManifestFacts(ctx.workload, "", [], ctx.meta, ctx.base_url, *ctx.exporter)
+    manifest = build_manifest(ctx.config, ctx.run_id, facts, ctx.started, ctx.started, None)
+    manifest.update(status="running", ended_at=None)
+    try:
+        write_json(run_dir / "manifest.json", manifest)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot write {str(run_dir / 'manifest.json')!r} ({exc.strerror}): pass another --results-dir"
+        ) from None
+    return Journal(run_dir / "requests.jsonl")
+
+
+async def _announce(ctx: RunContext, run: Run) -> None:
+    """Mark the start (live metrics, Grafana annotation) and build the dispatcher."""
+    config, run_id = ctx.config, ctx.run_id
+    assert run.metrics is not None
+    run.metrics.start_ts.set(ctx.started.timestamp())
+    ctx.tags = [
+        "loadgen",
+        f"run_id:{run_id}",
+        f"target:{config.target}",
+        f"scenario:{config.resolved_scenario}",
+    ]
+    ctx.ann_id = await asyncio.to_thread(
+        grafana_notes.annotate_run_start,
+        config.grafana_url,
+        config.grafana_token,
+        run_id=run_id,
+        tags=ctx.tags,
+        text=ctx.text,
+    )
+    base_url = ctx.base_url
+    run.dispatcher = Dispatcher(
+        ctx.session,
+        lambda p: f"{base_url}{p}",
+        config.api_key,
+        config.max_concurrency,
+        run.on_done,
+        raw=ctx.raw,
+    )
+
+
+async def _measure(ctx: RunContext, run: Run) -> None:
+    """Send the load and wait for it (or salvage what was measured); stamps the end."""
+    ctx.start_ns, ctx.fingerprint = await _execute_or_salvage(
+        run, ctx.target, ctx.workload, ctx.model, ctx.schedule
+    )
+    ctx.ended = datetime.now(UTC)
+    if run.journal is not None:
+        run.journal.flush()
+        run.journal.close()
+    assert run.metrics is not None
+    run.metrics.end_ts.set(ctx.ended.timestamp())
+
+
+def _record(ctx: RunContext, run: Run) -> RunResult:
+    """Build the summary and manifest and write the run's files."""
+    config, run_id = ctx.config, ctx.run_id
+    assert run.dispatcher is not None
+    assert ctx.ended is not None
+    records = sorted(run.dispatcher.records, key=lambda r: r.index)
+    summary = build_summary(
+        config,
+        run_id,
+        records,
+        ctx.meta,
+        ctx.model,
+        ctx.started,
+        ctx.ended,
+        run.stop_reason,
+        run.dispatcher.peak_in_flight,
+    )
+    sent_schedule = ctx.schedule[: len(records)]
+    facts = ManifestFacts(ctx.workload, ctx.fingerprint, sent_schedule, ctx.meta, ctx.base_url, *ctx.exporter)
+    manifest = build_manifest(config, run_id, facts, ctx.started, ctx.ended, run.stop_reason)
+    lines = run.journal.lines if run.journal is not None else None
+    written = write_run(Path(config.results_dir), run_id, manifest, summary, records, ctx.start_ns, lines)
+    exit_code = 1 if run.stop_reason or summary["error_rate"] > config.max_error_rate else 0
+    if written.not_written:
+        exit_code = EXIT_NOT_WRITTEN
+    return RunResult(
+        run_id, written.run_dir, summary, manifest, summary["partial"], exit_code, written.not_written
+    )
+
+
+async def _finish(ctx: RunContext, run: Run, result: RunResult) -> None:
+    """Hand the result over (`on_result`), close the Grafana annotation, keep /metrics up."""
+    if ctx.on_result is not None:
+        ctx.on_result(result)
+    assert ctx.ended is not None
+    await asyncio.to_thread(
+        grafana_notes.annotate_run_end,
+        ctx.config.grafana_url,
+        ctx.config.grafana_token,
+        ctx.ann_id,
+        run_id=ctx.run_id,
+        tags=ctx.tags,
+        text=f"{ctx.text} ended",
+        start_ms=int(ctx.started.timestamp() * 1000),
+        end_ms=int(ctx.ended.timestamp() * 1000),
+    )
+    if ctx.config.metrics_port and ctx.config.linger_s:
+        await linger(run, ctx.config.linger_s)
+
+
+async def _execute_or_salvage(
+    run: Run, target: Target, workload: Any, model: str, schedule: list[int]
+) -> tuple[int, str]:
+    """Run the load; if loadgen itself fails, keep what was measured and mark the record partial."""
+    try:
+        return await execute(run, target, workload, model, schedule)
+    except Exception as exc:  # noqa: BLE001 - a bug of ours must still leave a (partial) record
+        run.request_stop(f"loadgen error: {type(exc).__name__}: {exc}")
+        assert run.dispatcher is not None
+        await run.dispatcher.drain(cancel=True)
+        for record in run.dispatcher.records:
+            finalize(record)
+        return run.start_ns, fingerprint(run.specs)
+
+
+def _labels_info(
+    config: RunConfig, run_id: str, model: str, meta: EngineMetadata | None, base_url: str
+) -> tuple[RunLabels, dict]:
+    labels = RunLabels(run_id, config.target, model, config.resolved_scenario)
+    info = {
+        "engine": (meta.engine if meta else "") or "",
+        "engine_version": (meta.version if meta else "") or "",
+        "seed": str(config.seed),
+        "dataset": config.dataset or config.resolved_workload,
+        "experiment_id": config.experiment_id or "",
+        "base_url": public_url(base_url),
+    }
+    return labels, info
+
+
+def _start_metrics(
+    config: RunConfig, run_id: str, model: str, meta: EngineMetadata, base_url: str
+) -> LiveMetrics:
+    labels, info = _labels_info(config, run_id, model, meta, base_url)
+    metrics = LiveMetrics(labels, info)
+    if config.metrics_port:
+        try:
+            metrics.serve(config.metrics_port, config.metrics_listen_address)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot serve metrics on {config.metrics_listen_address} port {config.metrics_port} "
+                f"({exc.strerror}): pass another --metrics-port or --metrics-listen-address, or 0 to disable"
+            ) from None
+    metrics.target_rate.set(config.rate)
+    metrics.max_concurrency.set(config.max_concurrency or 0)
+    return metrics

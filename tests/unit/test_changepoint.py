@@ -1,0 +1,79 @@
+"""Change points over series of runs (loadgen.analysis.changepoint): persistent shifts, not outliers."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from loadgen.analysis.changepoint import DetectorSettings, detect
+
+
+def noisy(n: int, level: float, cv: float, seed: int) -> list[float]:
+    rng = random.Random(seed)
+    return [level * (1 + rng.gauss(0, cv)) for _ in range(n)]
+
+
+def confirmed(series: list[float], **kw: bool) -> list:
+    return [c for c in detect(series, **kw) if c.status == "confirmed"]
+
+
+def test_a_15_percent_step_is_found_at_its_first_run_and_raised_within_three() -> None:
+    series = noisy(20, 0.040, 0.02, 1) + noisy(10, 0.046, 0.02, 2)  # TPOT 40 ms -> 46 ms at run 20
+    changes = confirmed(series, higher_is_better=False)
+    assert [c.index for c in changes] == [20]
+    change = changes[0]
+    assert change.worse
+    assert change.detected_at <= 22  # raised by the third run at the new level
+    assert change.relative == pytest.approx(0.15, abs=0.03)
+    assert change.p_value < DetectorSettings().alpha
+
+
+def test_a_single_outlier_is_not_a_change() -> None:
+    series = noisy(30, 0.040, 0.02, 3)
+    series[18] *= 1.40  # one run 40% slower, the next ones normal
+    assert confirmed(series, higher_is_better=False) == []
+
+
+def test_step_free_series_raise_fewer_than_one_alarm_per_100_runs() -> None:
+    # 50 seeded series of 40 runs at 4% noise: a false alarm is a confirmed change where none is
+    alarms = sum(len(confirmed(noisy(40, 100.0, 0.04, seed), higher_is_better=True)) for seed in range(50))
+    assert alarms < 0.01 * 50 * 40
+
+
+def test_throughput_falling_is_worse_and_rising_is_an_improvement() -> None:
+    falling = noisy(20, 1000.0, 0.02, 4) + noisy(8, 850.0, 0.02, 5)
+    rising = noisy(20, 1000.0, 0.02, 6) + noisy(8, 1150.0, 0.02, 7)
+    (down,) = confirmed(falling, higher_is_better=True)
+    (up,) = confirmed(rising, higher_is_better=True)
+    assert down.worse
+    assert down.index == 20
+    assert not up.worse
+    assert up.index == 20
+
+
+def test_the_newest_run_alone_worse_is_suspected_then_confirmed_by_the_next() -> None:
+    base = noisy(20, 0.040, 0.02, 8)
+    one = [*base, 0.050]  # 25% worse, only the newest run
+    (suspect,) = detect(one, higher_is_better=False)
+    assert suspect.status == "suspected"
+    assert suspect.index == 20
+    assert suspect.worse
+    two = [*one, 0.051]
+    (change,) = detect(two, higher_is_better=False)
+    assert change.status == "confirmed"
+    assert change.index == 20
+
+
+def test_missing_figures_are_skipped_and_indexes_stay_those_of_the_series() -> None:
+    series: list[float] = noisy(20, 0.040, 0.02, 9) + noisy(8, 0.048, 0.02, 10)
+    series[5] = float("nan")  # a failed run recorded no figure
+    series[12] = 0.0
+    (change,) = confirmed(series, higher_is_better=False)
+    assert change.index == 20
+
+
+def test_a_second_change_is_measured_against_the_new_level() -> None:
+    series = noisy(20, 0.040, 0.02, 11) + noisy(15, 0.048, 0.02, 12) + noisy(10, 0.040, 0.02, 13)
+    changes = confirmed(series, higher_is_better=False)
+    assert [(c.index, c.worse) for c in changes] == [(20, True), (35, False)]
