@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 
 import click
 
-from loadgen.cli.store import store_option
+from loadgen.cli.store import STORE_ENV, store_option
 from loadgen.config import (
     ARRIVALS,
     ENDPOINTS,
@@ -87,7 +87,7 @@ def _flag_values(params: Mapping[str, Any]) -> dict[str, Any]:
 def build_config(params: Mapping[str, Any], extra: list[str], environ: Mapping[str, str]) -> RunConfig:
     """Resolve YAML < env < flags into a RunConfig (raises ConfigError / click.UsageError)."""
     yaml_values = load_yaml(params["config"]) if params.get("config") else {}
-    env_values = env_overrides(environ)
+    env_values = env_overrides({k: v for k, v in environ.items() if k != STORE_ENV})  # --store's own
     for var, key in (
         ("OPENAI_API_KEY", "api_key"),
         ("GRAFANA_URL", "grafana_url"),
