@@ -21,6 +21,7 @@ from exporter.discovery import (
     relevant_env,
 )
 from exporter.engine_http import EngineHttpFacts, poll_engine
+from exporter.engine_memory import remember
 from exporter.model_info import read_model_config
 from infergauge import engines
 from infergauge.engines.params import model_of
@@ -37,7 +38,9 @@ class EngineReport:
     model: str | None
     pid: int | None
     url: str | None
-    up: bool
+    up: bool  # answered HTTP
+    ready: bool = False  # its readiness endpoint (/health) said 200
+    stale: dict[str, float] = field(default_factory=dict)  # fact -> age (s) of a kept last value
     cmdline: list[str] = field(default_factory=list)
     args: dict[str, Any] = field(default_factory=dict)  # every parsed flag, engine's own names
     params: dict[str, Any] = field(default_factory=dict)
@@ -98,18 +101,35 @@ class EngineInspector:
         self.ask_interpreter = ask_interpreter
         self.poll = poll
         self.ports_of = ports_of
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards _cached and _refreshing
+        self._inspecting = threading.Lock()  # one inspection at a time (it owns _memory, _versions)
+        self._refreshing = False
         self._cached: tuple[float, list[EngineReport]] | None = None
         self._versions: dict[tuple[int, str], str | None] = {}
+        self._memory: dict[str, dict[str, tuple[Any, float]]] = {}  # url -> last good facts
 
     def reports(self, *, fresh: bool = False) -> list[EngineReport]:
-        """All engines, re-read at most every `cache_s` seconds unless `fresh`."""
+        """All engines: read now when `fresh` or never read; else the last reading, refreshed in the
+        background once it is `cache_s` old (a scrape never waits for a slow engine endpoint)."""
         with self._lock:
-            if not fresh and self._cached and time.monotonic() - self._cached[0] < self.cache_s:
-                return self._cached[1]
-            reports = self._inspect()
-            self._cached = (time.monotonic(), reports)
+            cached = self._cached
+            if not fresh and cached is not None:
+                if time.monotonic() - cached[0] >= self.cache_s and not self._refreshing:
+                    self._refreshing = True
+                    threading.Thread(target=self._refresh, name="engine-refresh", daemon=True).start()
+                return cached[1]
+        return self._refresh()
+
+    def _refresh(self) -> list[EngineReport]:
+        try:
+            with self._inspecting:
+                reports = self._inspect()
+            with self._lock:
+                self._cached = (time.monotonic(), reports)
             return reports
+        finally:
+            with self._lock:
+                self._refreshing = False
 
     def _inspect(self) -> list[EngineReport]:
         processes = find_engines(self.read_procs()) if self.discover else []
@@ -120,12 +140,19 @@ class EngineInspector:
         reports: list[EngineReport] = []
         for url in urls:
             matched = by_port.pop(urlsplit(url).port or -1, None)
-            reports.append(self._report(matched, self.poll(url, self.http_timeout_s, self.api_key)))
+            reports.append(self._report(matched, *self._poll(url)))
         for found in by_port.values():
-            reports.append(self._report(found, self.poll(found.base_url, self.http_timeout_s, self.api_key)))
+            reports.append(self._report(found, *self._poll(found.base_url)))
         return reports
 
-    def _report(self, proc: EngineProcess | None, http: EngineHttpFacts) -> EngineReport:
+    def _poll(self, url: str) -> tuple[EngineHttpFacts, dict[str, float]]:
+        """Poll `url`; facts of endpoints that timed out come from the last poll, with their age."""
+        facts = self.poll(url, self.http_timeout_s, self.api_key)
+        return remember(facts, self._memory.setdefault(facts.url, {}), time.monotonic())
+
+    def _report(
+        self, proc: EngineProcess | None, http: EngineHttpFacts, stale: dict[str, float]
+    ) -> EngineReport:
         name = proc.engine if proc else (http.engine or "unknown")
         spec = engines.ENGINES.get(name)
         speaker = engines.ENGINES.get(http.engine or "") or spec
@@ -142,6 +169,8 @@ class EngineInspector:
             pid=proc.pid if proc else None,
             url=http.url,
             up=http.up,
+            ready=http.ready,
+            stale=stale,
             cmdline=redact_argv(proc.argv) if proc else [],
             args=redact_mapping(args),
             model_config=model_config,

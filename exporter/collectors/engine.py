@@ -1,4 +1,4 @@
-"""Engine collector: `infergauge_engine_info{engine,version,model,<neutral params>} 1` and `_up`."""
+"""Engine collector: `infergauge_engine_info{engine,version,model,<neutral params>} 1`, `_up`, `_ready`."""
 
 from __future__ import annotations
 
@@ -42,9 +42,16 @@ class EngineCollector:
             out.add(
                 "infergauge_engine_up",
                 "gauge",
-                "1 when the engine answered HTTP on this scrape.",
+                "1 when the engine answered HTTP (any endpoint, any status) on this scrape.",
                 base,
                 1.0 if report.up else 0.0,
+            )
+            out.add(
+                "infergauge_engine_ready",
+                "gauge",
+                "1 when the engine's readiness endpoint (/health) answered 200 on this scrape.",
+                base,
+                1.0 if report.ready else 0.0,
             )
         return out.metrics(), True
 

@@ -109,6 +109,16 @@ def metadata_paths() -> tuple[str, ...]:
     return tuple(dict.fromkeys(path for spec in ENGINES.values() for path in spec.metadata_paths))
 
 
+def readiness_paths() -> tuple[str, ...]:
+    """Every registered engine's readiness endpoint (`/health`), registry order, each once."""
+    return tuple(dict.fromkeys(spec.readiness_path for spec in ENGINES.values()))
+
+
+def readiness_timeout_s(path: str, floor: float) -> float:
+    """The longest readiness timeout of the engines answering readiness at `path`, at least `floor`."""
+    return max([floor, *(s.readiness_timeout_s for s in ENGINES.values() if s.readiness_path == path)])
+
+
 def default_ports() -> dict[str, int]:
     """Engine name -> its default HTTP port."""
     return {spec.name: spec.default_port for spec in ENGINES.values()}
@@ -131,5 +141,7 @@ __all__ = [
     "env_prefixes",
     "get",
     "metadata_paths",
+    "readiness_paths",
+    "readiness_timeout_s",
     "register",
 ]

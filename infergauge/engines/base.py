@@ -144,7 +144,8 @@ class EngineSpec:
     model_info_paths: tuple[str, ...] = ()
     server_info: ServerInfo = ServerInfo()
     version_path: str | None = None
-    readiness_path: str = "/health"
+    readiness_path: str = "/health"  # 200 = ready to serve; any HTTP answer = answering
+    readiness_timeout_s: float = 1.0  # how long its readiness answer may take when healthy
     flush_path: str | None = None  # POST endpoint that empties the prefix cache
     flush_needs: str | None = None  # what the flush needs to be served (e.g. an env var)
     metrics: Mapping[str, str] = field(default_factory=dict)  # role -> this engine's metric name

@@ -59,7 +59,7 @@ def gpu_table(gpus: list[dict[str, Any]], topology: dict[str, Any]) -> Table:
 def engine_table(engines: list[dict[str, Any]]) -> Table:
     """One row per engine with its neutral launch parameters."""
     table = Table(title=f"Engines ({len(engines)})")
-    for column in ("engine", "version", "model", "pid", "url", "up", "params"):
+    for column in ("engine", "version", "model", "pid", "url", "up", "ready", "params"):
         table.add_column(column)
     for engine in engines:
         params = engine.get("params", {})
@@ -71,6 +71,7 @@ def engine_table(engines: list[dict[str, Any]]) -> Table:
             str(engine.get("pid") or "-"),
             str(engine.get("url") or "-"),
             str(engine.get("up")),
+            str(engine.get("ready", "?")),
             shown,
         )
     return table
