@@ -141,3 +141,26 @@ def listening_ports(pid: int) -> list[int]:
     except (psutil.Error, OSError):
         return []
     return sorted({c.laddr.port for c in conns if c.status == psutil.CONN_LISTEN and c.laddr})
+
+
+@dataclass(frozen=True)
+class ProcessContext:
+    """A process's whole environment and working directory (None where it cannot be read)."""
+
+    environ: dict[str, str] | None = None
+    cwd: str | None = None
+
+
+def process_context(pid: int) -> ProcessContext:
+    """The environment (/proc/<pid>/environ) and cwd a process runs with; secrets included, so it
+    is only ever handed to a child process, never shown."""
+    try:
+        proc = psutil.Process(pid)
+        environ = dict(proc.environ()) or None
+    except (psutil.Error, OSError):
+        return ProcessContext()
+    try:
+        cwd: str | None = proc.cwd()
+    except (psutil.Error, OSError):
+        cwd = None
+    return ProcessContext(environ, cwd)

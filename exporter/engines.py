@@ -17,6 +17,7 @@ from exporter.discovery import (
     ProcInfo,
     find_engines,
     listening_ports,
+    process_context,
     read_processes,
     relevant_env,
 )
@@ -27,6 +28,8 @@ from infergauge import engines
 from infergauge.engines.params import model_of
 from infergauge.engines.resolve import resolve, server_args
 from infergauge.redact import redact_argv, redact_mapping
+
+INTERPRETER_RETRY_S = 30.0
 
 
 @dataclass
@@ -55,15 +58,27 @@ class EngineReport:
 
 
 def version_from_interpreter(pid: int, engine: str, timeout_s: float = 10.0) -> str | None:
-    """Ask the engine's own Python which version of its package it has installed."""
+    """Ask the engine's own Python, in the engine's own environment and working directory (its
+    PYTHONPATH, VIRTUAL_ENV, PATH from /proc/<pid>/environ), which version of its package it has.
+
+    The environment goes to that one child process only: never into the exporter's, a log or output;
+    the child's stderr is dropped. Unreadable (another user's process): the exporter's own is used.
+    """
     try:
         exe = psutil.Process(pid).exe()
     except (psutil.Error, OSError):
         return None
+    where = process_context(pid)
     code = f"import importlib.metadata as m; print(m.version({engines.get(engine).package!r}))"
     try:
         done = subprocess.run(
-            [exe, "-c", code], capture_output=True, text=True, timeout=timeout_s, check=False
+            [exe, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+            env=where.environ,
+            cwd=where.cwd,
         )
     except (OSError, subprocess.SubprocessError):
         return None
@@ -105,7 +120,7 @@ class EngineInspector:
         self._inspecting = threading.Lock()  # one inspection at a time (it owns _memory, _versions)
         self._refreshing = False
         self._cached: tuple[float, list[EngineReport]] | None = None
-        self._versions: dict[tuple[int, str], str | None] = {}
+        self._versions: dict[tuple[int, str], tuple[str | None, float]] = {}  # answer, asked at
         self._memory: dict[str, dict[str, tuple[Any, float]]] = {}  # url -> last good facts
 
     def reports(self, *, fresh: bool = False) -> list[EngineReport]:
@@ -193,7 +208,10 @@ class EngineInspector:
         return report
 
     def _interpreter_version(self, proc: EngineProcess) -> str | None:
-        key = (proc.pid, proc.engine)
-        if key not in self._versions:
-            self._versions[key] = self.ask_interpreter(proc.pid, proc.engine)
-        return self._versions[key]
+        """Asked once per process; a failed answer (an engine still starting) is asked again after
+        INTERPRETER_RETRY_S."""
+        key, now = (proc.pid, proc.engine), time.monotonic()
+        known = self._versions.get(key)
+        if known is None or (known[0] is None and now - known[1] >= INTERPRETER_RETRY_S):
+            known = self._versions[key] = (self.ask_interpreter(proc.pid, proc.engine), now)
+        return known[0]
