@@ -13,6 +13,7 @@ from typing import Any
 
 Value = int | float | bool | str | None
 AUTO = "auto"  # decided by the engine at start-up (from the GPU or the model)
+MISSING = object()  # what `dig` returns for a field that is not there
 
 NEUTRAL_PARAMS: tuple[str, ...] = (
     "tensor_parallel_size",
@@ -115,6 +116,22 @@ class ServerInfo:
     config_string: str | None = None  # a key holding `k=v, k=v` text (vLLM's `vllm_config`)
     config_fields: Mapping[str, str] = field(default_factory=dict)  # config_string key -> arg dest
     version_key: str | None = None
+    # arg dest -> dotted field (list indexes allowed) where the engine reports the value it decided,
+    # used when the arg itself is None/auto (SGLang's `max_running_requests: null` ->
+    # `internal_states.0.effective_max_running_requests_per_dp`)
+    effective: Mapping[str, str] = field(default_factory=dict)
+
+
+def dig(body: Any, dotted: str) -> Any:
+    """The value at a dotted path (`a.0.b`: dict keys and list indexes) in a JSON body, else MISSING."""
+    for part in dotted.split("."):
+        if isinstance(body, Mapping) and part in body:
+            body = body[part]
+        elif isinstance(body, list) and part.isdigit() and int(part) < len(body):
+            body = body[int(part)]
+        else:
+            return MISSING
+    return body
 
 
 @dataclass(frozen=True)

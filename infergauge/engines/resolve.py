@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from infergauge.engines.base import AUTO, NEUTRAL_PARAMS, EngineSpec, Value
+from infergauge.engines.base import AUTO, NEUTRAL_PARAMS, EngineSpec, Value, dig
 from infergauge.engines.params import default_value, stated
 
 CMDLINE = "/proc cmdline"
@@ -79,6 +79,10 @@ def server_args(spec: EngineSpec, body: Any) -> dict[str, Value]:
         args.update(parse_config_string(body[info.config_string], info.config_fields))
     if info.nested and isinstance(body.get(info.nested), Mapping):
         args.update(_flat(body[info.nested]))
+    for dest, path in info.effective.items():
+        decided = dig(body, path)
+        if not _concrete(args.get(dest)) and isinstance(decided, int | float | str | bool):
+            args[dest] = decided
     return args
 
 
