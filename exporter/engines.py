@@ -16,6 +16,7 @@ from exporter.discovery import (
     EngineProcess,
     ProcInfo,
     find_engines,
+    gpu_holders,
     listening_ports,
     process_context,
     read_processes,
@@ -111,6 +112,7 @@ class EngineInspector:
         self.cache_s = cache_s
         self.gpu_memory_bytes = gpu_memory_bytes
         self.gpu_name = gpu_name
+        self.nvml_pids: set[int] | None = None  # NVML's GPU processes, when the GPU collector read them
         self.read_procs = read_procs
         self.read_env = read_env
         self.ask_interpreter = ask_interpreter
@@ -190,7 +192,7 @@ class EngineInspector:
             args=redact_mapping(args),
             model_config=model_config,
             env=redact_mapping(env),
-            gpu_pids=list(proc.children) if proc else [],
+            gpu_pids=gpu_holders(proc, self.nvml_pids) if proc else [],
         )
         if spec is not None:
             resolved = resolve(
