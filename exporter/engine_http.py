@@ -84,12 +84,6 @@ def get_answer(url: str, timeout_s: float, headers: dict[str, str] | None = None
         return Answer(status)
 
 
-def get_json(url: str, timeout_s: float, headers: dict[str, str] | None = None) -> Any | None:
-    """GET a JSON body; None on an HTTP error status or a body that is not JSON; Unreachable when
-    no HTTP answer came at all."""
-    return get_answer(url, timeout_s, headers).body
-
-
 def facts_from_bodies(url: str, bodies: dict[str, Any]) -> EngineHttpFacts:
     """Pure: the facts a set of metadata bodies ({path: JSON or None}) tell about one engine."""
     facts = EngineHttpFacts(url=url, up=any(body is not None for body in bodies.values()))
