@@ -66,7 +66,7 @@ def engine_table(engines: list[dict[str, Any]]) -> Table:
         shown = " ".join(f"{k}={params[k]}" for k in NEUTRAL_PARAMS if k in params)
         table.add_row(
             str(engine.get("engine")),
-            str(engine.get("version") or "?"),
+            _with_age(str(engine.get("version") or "?"), (engine.get("stale") or {}).get("version")),
             str(engine.get("model") or "?"),
             str(engine.get("pid") or "-"),
             str(engine.get("url") or "-"),
@@ -75,6 +75,11 @@ def engine_table(engines: list[dict[str, Any]]) -> Table:
             shown,
         )
     return table
+
+
+def _with_age(text: str, age_s: float | None) -> str:
+    """A fact kept from an earlier poll (its endpoint timed out), with its age."""
+    return text if age_s is None else f"{text} (stale {age_s:g} s)"
 
 
 def check_table(checks: list[dict[str, str]]) -> Table:

@@ -8,20 +8,25 @@ while `/health` and `/v1/models` keep answering at once.
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
+import threading
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
+from click.testing import CliRunner
 from prometheus_client import CollectorRegistry
 
 from exporter.checks import engine_checks
 from exporter.collectors.base import CollectorSet
 from exporter.collectors.engine import EngineCollector
 from exporter.engines import EngineInspector, EngineReport
+from loadgen.cli.preflight import preflight
 from tests.conftest import GOLDEN_SGLANG
 
 STALL_S = 2.0
@@ -157,3 +162,34 @@ async def test_scrape_does_not_wait_for_a_slow_endpoint(stand_in: StandIn) -> No
     assert time.monotonic() - started < TIMEOUT_S / 2
     report, _ = await inspect(inspector)  # waits for the background refresh, then reads again
     assert set(report.stale) == {"version", "server_info"}
+
+
+class _StallingSGLang(BaseHTTPRequestHandler):
+    """The stand-in over http.server (for the synchronous CLI): /get_server_info always stalls."""
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        if self.path == "/get_server_info":
+            time.sleep(STALL_S)
+        body = {"/health": "", "/v1/models": _body("get_v1_models.txt")}.get(self.path)
+        self.send_response(404 if body is None else 200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write((body or "").encode())
+
+    def log_message(self, *args: object) -> None:
+        return None
+
+
+def test_preflight_does_not_call_a_slow_engine_down() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _StallingSGLang)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}"
+        result = CliRunner().invoke(preflight, ["--engine-url", url, "--json"])
+    finally:
+        server.shutdown()
+    manifest = json.loads(result.output)
+    (engine,) = [e for e in manifest["engines"] if e["url"] == url]
+    assert (engine["engine"], engine["up"], engine["ready"]) == ("sglang", True, True)
+    assert "engine_down" not in {c["id"] for c in manifest["checks"]}
