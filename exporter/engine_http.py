@@ -22,10 +22,12 @@ from infergauge.engines import (
     ENGINES,
     EngineSpec,
     detect_http,
+    info_metric_paths,
     metadata_paths,
     readiness_paths,
     readiness_timeout_s,
 )
+from infergauge.engines.resolve import info_metric_args
 from infergauge.redact import redact_url
 
 
@@ -43,6 +45,7 @@ class EngineHttpFacts:
     server_args: dict[str, Any] = field(default_factory=dict)  # the server-info body's scalar fields
     server_info: dict[str, Any] | None = None  # the whole server-info body, for resolve()
     server_info_path: str = ""
+    reported: dict[str, Any] = field(default_factory=dict)  # args its info metric states (/metrics)
     timed_out: list[str] = field(default_factory=list)  # endpoints that gave no answer in time
 
 
@@ -56,10 +59,12 @@ class TimedOut(Unreachable):
 
 @dataclass(frozen=True)
 class Answer:
-    """One endpoint's answer: its HTTP status and JSON body (None when not JSON or not 200)."""
+    """One endpoint's answer: its HTTP status and JSON body (None when not JSON or not 200), or the
+    text of a 200 body that is not JSON (a /metrics page)."""
 
     status: int
     body: Any = None
+    text: str = ""
 
 
 def _timeout(exc: BaseException) -> bool:
@@ -81,7 +86,7 @@ def get_answer(url: str, timeout_s: float, headers: dict[str, str] | None = None
     try:
         return Answer(status, json.loads(raw) if status == 200 and raw else None)
     except ValueError:
-        return Answer(status)
+        return Answer(status, text=raw.decode("utf-8", "replace") if status == 200 else "")
 
 
 def facts_from_bodies(url: str, bodies: dict[str, Any]) -> EngineHttpFacts:
@@ -110,6 +115,9 @@ def facts_from_answers(url: str, answers: dict[str, Answer | None]) -> EngineHtt
     facts.up = any(answer is not None for answer in answers.values())
     facts.timed_out = [path for path, answer in answers.items() if answer is None]
     spec = ENGINES.get(facts.engine or "")
+    if spec is not None and spec.info_metric is not None:
+        page = answers.get(spec.info_metric.path)
+        facts.reported = info_metric_args(spec, page.text) if page is not None else {}
     paths = (spec.readiness_path,) if spec is not None else readiness_paths()
     facts.ready = any((a := answers.get(p)) is not None and a.status == 200 for p in paths)
     return facts
@@ -144,7 +152,7 @@ def poll_engine(base_url: str, timeout_s: float = 1.0, api_key: str | None = Non
     base = base_url.rstrip("/")
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     ready = {path: readiness_timeout_s(path, timeout_s) for path in readiness_paths()}
-    limits = {**{path: timeout_s for path in metadata_paths()}, **ready}
+    limits = {**{path: timeout_s for path in metadata_paths() + info_metric_paths()}, **ready}
     with ThreadPoolExecutor(max_workers=len(limits)) as pool:
         futures = {p: pool.submit(_ask, f"{base}{p}", limit, headers) for p, limit in limits.items()}
         asked = {path: future.result() for path, future in futures.items()}

@@ -13,7 +13,16 @@ from typing import Any
 
 from exporter.engine_http import EngineHttpFacts
 
-KEPT = ("engine", "version", "model", "max_model_len", "server_info", "server_info_path", "server_args")
+KEPT = (
+    "engine",
+    "version",
+    "model",
+    "max_model_len",
+    "server_info",
+    "server_info_path",
+    "server_args",
+    "reported",
+)
 
 
 def _present(value: Any) -> bool:

@@ -201,6 +201,7 @@ class EngineInspector:
                 server_info=http.server_info,
                 server_info_path=http.server_info_path,
                 max_model_len=http.max_model_len,
+                reported=http.reported,
                 model_config=model_config,
                 server_spec=speaker,
                 gpu_memory_bytes=self.gpu_memory_bytes,

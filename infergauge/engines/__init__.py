@@ -97,6 +97,11 @@ def metadata_paths() -> tuple[str, ...]:
     return tuple(dict.fromkeys(path for spec in ENGINES.values() for path in spec.metadata_paths))
 
 
+def info_metric_paths() -> tuple[str, ...]:
+    """Where registered engines expose an info metric of decided values (`/metrics`), each once."""
+    return tuple(dict.fromkeys(s.info_metric.path for s in ENGINES.values() if s.info_metric is not None))
+
+
 def readiness_paths() -> tuple[str, ...]:
     """Every registered engine's readiness endpoint (`/health`), registry order, each once."""
     return tuple(dict.fromkeys(spec.readiness_path for spec in ENGINES.values()))
@@ -128,6 +133,7 @@ __all__ = [
     "detect_http",
     "env_prefixes",
     "get",
+    "info_metric_paths",
     "metadata_paths",
     "readiness_paths",
     "readiness_timeout_s",

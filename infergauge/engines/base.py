@@ -135,6 +135,16 @@ def dig(body: Any, dotted: str) -> Any:
 
 
 @dataclass(frozen=True)
+class InfoMetric:
+    """An `_info` series on the engine's /metrics whose labels state values the engine decided
+    (vLLM's `vllm:cache_config_info{block_size="16",gpu_memory_utilization="0.5",...}`)."""
+
+    name: str
+    labels: Mapping[str, str]  # label -> arg dest
+    path: str = "/metrics"
+
+
+@dataclass(frozen=True)
 class EngineSpec:
     """Everything infergauge knows about one engine, as data."""
 
@@ -161,6 +171,7 @@ class EngineSpec:
     model_info_paths: tuple[str, ...] = ()
     server_info: ServerInfo = ServerInfo()
     version_path: str | None = None
+    info_metric: InfoMetric | None = None
     readiness_path: str = "/health"  # 200 = ready to serve; any HTTP answer = answering
     readiness_timeout_s: float = 1.0  # how long its readiness answer may take when healthy
     flush_path: str | None = None  # POST endpoint that empties the prefix cache

@@ -34,6 +34,12 @@ def replay_app(folder: Path) -> web.Application:
             return web.Response(status=status, text=body, content_type="application/json")
 
         app.router.add_get(path, handler)
+    idle = (folder / "metrics_0_idle.txt").read_text().partition("\n\n")[2]
+
+    async def metrics(_r: web.Request) -> web.Response:
+        return web.Response(text=idle, content_type="text/plain")
+
+    app.router.add_get("/metrics", metrics)
     return app
 
 
@@ -105,3 +111,20 @@ async def test_info_labels_carry_the_dtype_vllm_runs_with() -> None:
     labels = await info_labels(GOLDEN_VLLM)  # dev-mode /server_info: dtype=torch.bfloat16
     assert labels["dtype"] == "bfloat16"  # not the flag's default "auto"
     assert labels["max_model_len"] == "2048"
+    # vllm:cache_config_info{gpu_memory_utilization="0.5",block_size="16"} on its /metrics: what it runs
+    # with (--gpu-memory-utilization 0.5 was on the launch line; the default would say 0.9)
+    assert labels["gpu_memory_utilization"] == "0.5"
+    assert labels["block_size"] == "16"
+
+
+async def test_vllm_decided_values_come_from_its_cache_config_info() -> None:
+    facts = await poll(GOLDEN_VLLM)
+    assert facts.reported["gpu_memory_utilization"] == 0.5
+    resolved = resolve(get("vllm"), cmdline={}, reported=facts.reported)
+    source = "engine HTTP /metrics vllm:cache_config_info"
+    assert (resolved.params["gpu_memory_utilization"], resolved.param_sources["gpu_memory_utilization"]) == (
+        0.5,
+        source,
+    )
+    assert resolved.param_sources["block_size"] == source
+    assert resolved.params["kv_cache_dtype"] == "auto"  # cache_dtype="auto": nothing more concrete said

@@ -10,7 +10,7 @@ from typing import Any
 
 from infergauge.engines import detect_http, get
 from infergauge.engines.params import parse_cmdline
-from infergauge.engines.resolve import CMDLINE, DEFAULT, MODEL_CONFIG, MODELS, resolve
+from infergauge.engines.resolve import CMDLINE, DEFAULT, MODEL_CONFIG, MODELS, info_metric_args, resolve
 from tests.conftest import FIXTURES, GOLDEN_SGLANG, GOLDEN_VLLM
 
 REAL = FIXTURES / "golden" / "real-runs-2026-12-01"
@@ -115,3 +115,20 @@ def test_vllm_context_length_from_v1_models_without_dev_mode() -> None:
     served = body(GOLDEN_VLLM, "get_v1_models.txt")["data"][0]["max_model_len"]
     got = resolve(get("vllm"), cmdline={"model": "/tmp/tiny-llama"}, max_model_len=served)
     assert (got.params["max_model_len"], got.param_sources["max_model_len"]) == (served, MODELS)
+
+
+def test_vllm_cache_config_info_labels_are_typed_arguments() -> None:
+    text = (GOLDEN_VLLM / "metrics_0_idle.txt").read_text()
+    args = info_metric_args(get("vllm"), text)
+    # vllm:cache_config_info{block_size="16",cache_dtype="auto",enable_prefix_caching="True",
+    #                        gpu_memory_utilization="0.5",...}
+    assert args == {
+        "block_size": 16,
+        "gpu_memory_utilization": 0.5,
+        "enable_prefix_caching": True,
+        "kv_cache_dtype": "auto",
+    }
+    assert info_metric_args(get("sglang"), text) == {}  # SGLang has no such info metric
+    flagged = resolve(get("vllm"), cmdline={"block_size": 32}, reported=args)
+    assert (flagged.params["block_size"], flagged.param_sources["block_size"]) == (32, CMDLINE)
+    assert flagged.params["prefix_caching"] is True
