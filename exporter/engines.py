@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import threading
 import time
@@ -14,6 +16,7 @@ import psutil
 
 from exporter.discovery import (
     EngineProcess,
+    ProcessContext,
     ProcInfo,
     find_engines,
     gpu_holders,
@@ -58,6 +61,24 @@ class EngineReport:
         return dict(self.__dict__)
 
 
+def launched_interpreter(pid: int, where: ProcessContext) -> str | None:
+    """The Python the engine was started with, as started: its argv[0] (found with the engine's own
+    PATH and cwd), not /proc/<pid>/exe, which resolves a venv's `bin/python` symlink to the base
+    interpreter and so loses the venv's packages; that executable when argv[0] is no Python."""
+    try:
+        proc = psutil.Process(pid)
+        argv, exe = proc.cmdline(), proc.exe()
+    except (psutil.Error, OSError):
+        return None
+    first = argv[0] if argv else ""
+    if not os.path.basename(first).startswith("python"):
+        return exe
+    found = first if os.sep in first else shutil.which(first, path=(where.environ or {}).get("PATH"))
+    if found and not os.path.isabs(found) and where.cwd:
+        found = os.path.join(where.cwd, found)
+    return found if found and os.access(found, os.X_OK) else exe
+
+
 def version_from_interpreter(pid: int, engine: str, timeout_s: float = 10.0) -> str | None:
     """Ask the engine's own Python, in the engine's own environment and working directory (its
     PYTHONPATH, VIRTUAL_ENV, PATH from /proc/<pid>/environ), which version of its package it has.
@@ -65,11 +86,10 @@ def version_from_interpreter(pid: int, engine: str, timeout_s: float = 10.0) -> 
     The environment goes to that one child process only: never into the exporter's, a log or output;
     the child's stderr is dropped. Unreadable (another user's process): the exporter's own is used.
     """
-    try:
-        exe = psutil.Process(pid).exe()
-    except (psutil.Error, OSError):
-        return None
     where = process_context(pid)
+    exe = launched_interpreter(pid, where)
+    if exe is None:
+        return None
     code = f"import importlib.metadata as m; print(m.version({engines.get(engine).package!r}))"
     try:
         done = subprocess.run(

@@ -54,6 +54,25 @@ def engine_with_own_path(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
         proc.wait(timeout=10)
 
 
+@pytest.fixture
+def engine_in_its_own_venv(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
+    """The stand-in installed in a venv of its own, started with that venv's `bin/python`."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    (site,) = venv.glob("lib/python*/site-packages")
+    fake_package(site, get("vllm").package, FAKE_VERSION)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    argv = [str(venv / "bin" / "python"), "-m", "vllm.entrypoints.openai.api_server", "--port", "1"]
+    proc = subprocess.Popen(argv, env=env, cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready"
+        yield proc
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
 def test_the_exporter_itself_cannot_see_the_package() -> None:
     # the premise: without the engine's environment the version is not findable from here
     with pytest.raises(importlib.metadata.PackageNotFoundError):
@@ -80,3 +99,10 @@ def test_discovered_engine_gets_that_version_and_shows_none_of_its_environment(
     assert report.params["max_num_seqs"] == 4
     assert time.monotonic() - started < 10
     assert MARKER not in json.dumps(report.as_dict())
+
+
+def test_version_read_with_the_venv_the_engine_was_started_with(
+    engine_in_its_own_venv: subprocess.Popen[str],
+) -> None:
+    # /proc/<pid>/exe is the base interpreter (the venv's bin/python is a symlink): argv[0] is not
+    assert version_from_interpreter(engine_in_its_own_venv.pid, "vllm") == FAKE_VERSION
