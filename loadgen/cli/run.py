@@ -194,7 +194,7 @@ def run(ctx: click.Context, **params: Any) -> None:
     show = functools.partial(_show, config, late, json_output=params["json_output"])
     try:
         if workers is not None:
-            from loadgen.run.workers import run_workers
+            from loadgen.scale.workers import run_workers
 
             result = run_workers(config, workers, params, progress=not params["quiet"], on_result=show)
         else:
