@@ -96,7 +96,7 @@ def merge(shards: Sequence[ShardRecord]) -> Merged:
         "records": {str(s.index): str(s.path) for s in shards},
     }
     times = _span(shards)
-    summary = _summary(base, records, times, reason, section)
+    summary = _summary(shards, records, times, reason, section)
     manifest = _manifest(base, shards, times, reason, section, len(lines), merged_schedule, complete)
     texts = {int(x["index"]): line_text(x) for x in lines}
     return Merged(str(base.manifest["run_id"]), manifest, summary, records, texts)
@@ -113,13 +113,21 @@ def _when(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else datetime.min.astimezone()
 
 
+def total_concurrency(shards: Sequence[ShardRecord]) -> int | None:
+    """The run's --max-concurrency: the sum of the shards' caps (None when any shard had none)."""
+    caps = [(s.manifest.get("config") or {}).get("max_concurrency") for s in shards]
+    known = [int(c) for c in caps if c is not None]
+    return sum(known) if len(known) == len(caps) else None
+
+
 def _summary(
-    base: ShardRecord,
+    shards: Sequence[ShardRecord],
     records: list[RequestRecord],
     times: tuple[str, str],
     reason: str | None,
     section: dict[str, Any],
 ) -> dict[str, Any]:
+    base = shards[0]
     cfg = base.manifest.get("config") or {}
     head = {k: base.summary.get(k) for k in ("run_id", "target", "engine", "model", "scenario", "experiment_id")}
     head.update(
@@ -129,12 +137,12 @@ def _summary(
         ended_at=times[1],
         asked_rate=base.summary.get("asked_rate"),
         achieved_rate=achieved_rate(records),
-        max_concurrency=cfg.get("max_concurrency"),
+        max_concurrency=total_concurrency(shards),
         peak_in_flight=None,  # each shard saw its own peak; their sum is only an upper bound
     )
     lag = section["skew"]["first_send_lag_s"]
-    shards = {**section, "first_send_lag_s": describe(v for v in lag.values() if v is not None)}
-    return {**head, **summarize(records, cfg.get("slo") or {}), "shards": shards}
+    facts = {**section, "first_send_lag_s": describe(v for v in lag.values() if v is not None)}
+    return {**head, **summarize(records, cfg.get("slo") or {}), "shards": facts}
 
 
 def _manifest(
