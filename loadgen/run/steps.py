@@ -99,6 +99,8 @@ async def _prepare(ctx: RunContext) -> Run:
         run.indices = ctx.shard.indices(ctx.shard.index + len(ctx.schedule) * ctx.shard.count)
         run.start_at = ctx.shard.start_at
     ctx.started = datetime.now(UTC)
+    if ctx.shard is not None and ctx.shard.start_at is not None:  # shards start together: at start_at
+        ctx.started = max(ctx.started, ctx.shard.start_at)
     run.journal = _start_record(ctx)
     run.metrics = _start_metrics(ctx.config, ctx.run_id, ctx.model, meta, ctx.base_url)
     return run
