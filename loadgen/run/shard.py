@@ -22,7 +22,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from loadgen.config import ConfigError
-from loadgen.workload.generator import fingerprint
 
 SHARD_ENV = "JOB_COMPLETION_INDEX"  # what a Kubernetes Indexed Job gives each pod
 _SHARD = re.compile(r"^(\d+)/(\d+)$")
@@ -96,20 +95,32 @@ def schedule_fingerprint(offsets: Sequence[int]) -> str:
 def shard_section(plan: ShardPlan, workload: Any, schedule: Sequence[int]) -> dict[str, Any]:
     """The manifest's `shard` block: the whole run's fingerprints and this slice's (as planned)."""
     total = len(schedule)
-    mine = plan.indices(total)
+    whole, mine = sequence_fingerprints(plan, workload, total)
     return {
         "index": plan.index,
         "count": plan.count,
         "assignment": "round-robin: request k goes to shard k mod count",
         "start_at": plan.start_at.isoformat().replace("+00:00", "Z") if plan.start_at else None,
         "run_num_requests": total,
-        "run_fingerprint": fingerprint(workload.request(k) for k in range(total)),
+        "run_fingerprint": whole,
         "run_schedule_fingerprint": schedule_fingerprint(schedule),
-        "slice_num_requests": len(mine),
-        "slice_fingerprint": fingerprint(workload.request(k) for k in mine),
+        "slice_num_requests": len(plan.indices(total)),
+        "slice_fingerprint": mine,
         "slice_schedule_fingerprint": schedule_fingerprint(plan.take(schedule)),
         "clock": clock_facts(),
     }
+
+
+def sequence_fingerprints(plan: ShardPlan, workload: Any, total: int) -> tuple[str, str]:
+    """(whole run's, this slice's) request-sequence fingerprints in one pass over the sequence, each
+    as `loadgen.workload.generator.fingerprint` computes it (each request is generated once)."""
+    whole, mine = hashlib.sha256(), hashlib.sha256()
+    for k in range(total):
+        line = workload.request(k).canonical().encode() + b"\n"
+        whole.update(line)
+        if k % plan.count == plan.index:
+            mine.update(line)
+    return f"sha256:{whole.hexdigest()}", f"sha256:{mine.hexdigest()}"
 
 
 def ntp_synchronized() -> bool | None:

@@ -28,6 +28,14 @@ from loadgen.scale.coordinate import Coordinator
 
 START_LEAD_S = 2.0  # spawn, import and preflight before the common start
 START_LEAD_PER_WORKER_S = 0.25
+# before its start each worker generates the whole sequence once for the run's fingerprint (about
+# 0.15 ms a medium request on the development VM); twice that, so a loaded host is not late
+START_LEAD_PER_REQUEST_S = 0.0003
+
+
+def start_lead_s(workers: int, requests: int) -> float:
+    """Seconds from now to the common start: spawn, import, preflight and the run's fingerprint."""
+    return START_LEAD_S + START_LEAD_PER_WORKER_S * workers + START_LEAD_PER_REQUEST_S * requests
 
 
 def concurrency_shares(total: int | None, workers: int) -> list[int | None]:
@@ -81,7 +89,7 @@ def run_workers(
 ) -> RunResult:
     """Run the config over `workers` processes and write the merged record (see module docstring)."""
     check_results_dir(config.results_dir)
-    lead = START_LEAD_S + START_LEAD_PER_WORKER_S * workers
+    lead = start_lead_s(workers, config.total_requests or 0)
     start_at = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=lead + 1)
     if params.get("start_at"):
         start_at = parse_start_at(params["start_at"])

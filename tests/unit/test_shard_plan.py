@@ -19,6 +19,7 @@ from loadgen.run.shard import (
     parse_shard,
     parse_start_at,
     perf_base,
+    sequence_fingerprints,
     shard_from_env,
 )
 from loadgen.scale.workers import concurrency_shares
@@ -151,4 +152,14 @@ def test_summed_run_end_stays_zero_until_every_worker_ended() -> None:
     assert (
         _value(combine([_worker([], 0, 100.0), _worker([], 0, 105.0)]), "loadgen_run_end_timestamp_seconds")
         == 105
+    )
+
+
+@pytest.mark.parametrize("profile", ["short", "long"])
+def test_one_pass_fingerprints_are_the_generators(profile: str) -> None:
+    workload = build_workload(RunConfig(num_prompts=20, profile=profile, seed=9))
+    plan = ShardPlan(1, 3)
+    assert sequence_fingerprints(plan, workload, 20) == (
+        fingerprint(workload.request(k) for k in range(20)),
+        fingerprint(workload.request(k) for k in plan.indices(20)),
     )
