@@ -161,6 +161,8 @@ def _manifest(
     manifest.update(status="complete", partial=reason is not None, partial_reason=reason)
     manifest.update(started_at=times[0], ended_at=times[1], shards=section)
     manifest["clients"] = {str(s.index): s.manifest.get("client") for s in shards}
+    if isinstance(manifest.get("config"), dict):  # the run's cap, not shard 0's share of it
+        manifest["config"]["max_concurrency"] = total_concurrency(shards)
     workload = manifest["workload"]
     # the sequence sent: the whole run's when every slice was sent whole; unknown (None) otherwise,
     # since a merge has the shards' fingerprints, not their prompts

@@ -84,38 +84,59 @@ def worker_main(config: RunConfig, plan: ShardPlan, results: Any) -> None:
     results.put((plan.index, result.exit_code, str(result.result_dir)))
 
 
+def coordinator_config(manifest: dict[str, Any], config: RunConfig) -> None:
+    """The merged manifest's config says what the user ran, not worker 0's private settings."""
+    section = manifest.get("config")
+    if not isinstance(section, dict):
+        return
+    for key in ("results_dir", "metrics_port", "metrics_listen_address", "linger_s", "max_concurrency"):
+        section[key] = getattr(config, key)
+    manifest["workers"] = {"count": manifest.get("shards", {}).get("count"), "start": "spawn"}
+
+
 def run_workers(
     config: RunConfig, workers: int, params: dict[str, Any], *, progress: bool = True, on_result: Any = None
 ) -> RunResult:
     """Run the config over `workers` processes and write the merged record (see module docstring)."""
     check_results_dir(config.results_dir)
+    concurrency_shares(config.max_concurrency, workers)  # a bad split fails before anything is made
     lead = start_lead_s(workers, config.total_requests or 0)
     start_at = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=lead + 1)
     if params.get("start_at"):
         start_at = parse_start_at(params["start_at"])
     run_id = params.get("run_id") or new_run_id()
     tmp = Path(tempfile.mkdtemp(prefix=f".workers-{run_id}-", dir=config.results_dir))
-    with embedded_engine(config) as base_url:
-        configs = worker_configs(config, base_url, workers, tmp)
-        coordinator = Coordinator(config, run_id, progress)
-        outcomes = coordinator.run(
-            worker_main, configs, [ShardPlan(i, workers, start_at, run_id) for i in range(workers)]
-        )
+    coordinator = Coordinator(config, run_id, progress)
+    try:
+        with embedded_engine(config) as base_url:
+            configs = worker_configs(config, base_url, workers, tmp)
+            plans = [ShardPlan(i, workers, start_at, run_id) for i in range(workers)]
+            outcomes = coordinator.run(worker_main, configs, plans)
+        result = _record(config, run_id, outcomes)
+    except BaseException:
+        if not any(tmp.glob("shard-*/*/manifest.json")):
+            shutil.rmtree(tmp, ignore_errors=True)  # nothing measured: nothing half-written left
+        raise
+    if on_result is not None:
+        on_result(result)
+    if not result.not_written and not result.partial:
+        shutil.rmtree(tmp, ignore_errors=True)  # the shard records live on in the merged one
+    coordinator.finish(config.linger_s if config.metrics_port else 0.0)
+    return result
+
+
+def _record(config: RunConfig, run_id: str, outcomes: list[tuple[int, int, str]]) -> RunResult:
+    """Merge the workers' records into the run's (ConfigError when no worker wrote one)."""
     dirs = [Path(where) for _, code, where in outcomes if code != 2 and Path(where).is_dir()]
-    errors = [f"worker {i}: {where}" for i, code, where in outcomes if code == 2]
     if not dirs:
+        errors = dict.fromkeys(where for _, code, where in outcomes if code == 2)
         raise ConfigError("; ".join(errors) or "no worker wrote a record")
     merged = merge([read_shard(d) for d in dirs])
+    coordinator_config(merged.manifest, config)
     written = write_merged(config.results_dir, merged, dirs)
     partial = bool(merged.summary["partial"])
     worst = max((code for _, code, _ in outcomes), default=0)
     code = 3 if written.not_written else 1 if partial or worst else 0
-    result = RunResult(
+    return RunResult(
         run_id, written.run_dir, merged.summary, merged.manifest, partial, code, written.not_written
     )
-    if on_result is not None:
-        on_result(result)
-    if not written.not_written and not partial:
-        shutil.rmtree(tmp, ignore_errors=True)  # the shard records live on in the merged one
-    coordinator.finish(config.linger_s if config.metrics_port else 0.0)
-    return result

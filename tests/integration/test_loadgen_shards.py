@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -203,3 +205,50 @@ def test_workers_drive_an_external_openai_server(engine: str, runs: dict[str, Pa
         manifest(run_dir(tmp_path))["workload"]["fingerprint"]
         == manifest(runs["single"])["workload"]["fingerprint"]
     )
+
+
+def test_workers_record_says_what_the_user_ran(runs: dict[str, Path]) -> None:
+    config = manifest(runs["workers"])["config"]
+    assert (config["results_dir"], config["max_concurrency"]) == (str(runs["root"] / "workers"), None)
+    assert not [p for p in (runs["root"] / "workers").iterdir() if p.name.startswith(".workers-")]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--shard", "3/3"], "invalid --shard '3/3'"),
+        (["--shard-from-env", "--shards", "2"], "JOB_COMPLETION_INDEX is not set"),
+        (["--workers", "0"], "invalid --workers '0'"),
+        (["--workers", "2", "--shard", "0/2"], "give it or --shard, not both"),
+        (["--workers", "3", "--max-concurrency", "2"], "invalid --max-concurrency 2: below --workers 3"),
+        (["--shard", "0/2", "--start-at", "noon"], "invalid --start-at 'noon'"),
+        (
+            ["--shard", "0/2", "--duration", "5", "--max-concurrency", "2", "--rate", "inf"],
+            "needs a known schedule",
+        ),
+    ],
+)
+def test_bad_scale_out_flags_are_one_line_and_exit_2(args: list[str], message: str, tmp_path: Path) -> None:
+    result = loadgen("run", "--metrics-port", "0", "--results-dir", str(tmp_path / "r"), *args, timeout=30)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().count("\n") == 0
+    assert message in result.stderr
+    assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())
+
+
+def test_sigterm_to_a_workers_run_leaves_one_partial_merged_record(engine: str, tmp_path: Path) -> None:
+    args = workload(engine, tmp_path, seed=7)
+    args[args.index(str(REQUESTS))] = "400"  # 20 s at 20 req/s: still sending when the signal comes
+    args[args.index("60")] = "20"
+    cmd = [sys.executable, "-m", "loadgen.cli.main", *args, "--workers", "2"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(7)  # past the common start (about 3.5 s ahead)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, err
+    summary = json.loads(out)
+    assert summary["partial_reason"].count("interrupted by SIGTERM") == 2
+    assert 0 < summary["requests"]["total"] < 402
+    indices = [x["index"] for x in lines(run_dir(tmp_path))]
+    assert indices == sorted(set(indices))  # each once, in order (the shards stopped at about one index)
+    assert len(indices) == summary["requests"]["total"]
