@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+import signal
 import socket
 import tempfile
 from datetime import UTC, datetime, timedelta
@@ -76,10 +77,22 @@ def worker_main(config: RunConfig, plan: ShardPlan, results: Any) -> None:
     """One worker process: its shard of the run; reports (index, exit code, run folder or error)."""
     from loadgen.run.runner import run_benchmark_sync
 
+    recorded: list[RunResult] = []
+
+    def late(sig: signal.Signals) -> None:
+        """Before the run a stop ends the worker (no record); once recorded it is absorbed."""
+        if not recorded:
+            raise KeyboardInterrupt
+
     try:
-        result = run_benchmark_sync(config, progress=False, shard=plan, late_signals=lambda sig: None)
+        result = run_benchmark_sync(
+            config, progress=False, shard=plan, on_result=recorded.append, late_signals=late
+        )
     except ConfigError as exc:
         results.put((plan.index, 2, str(exc)))
+        return
+    except KeyboardInterrupt:
+        results.put((plan.index, 1, "stopped before its run began"))
         return
     results.put((plan.index, result.exit_code, str(result.result_dir)))
 
