@@ -14,6 +14,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+import loadgen.run.annotations as grafana_notes
 from loadgen.config import ConfigError, RunConfig
 from loadgen.run.metrics_http import MetricsServer, ScrapeWatch
 from loadgen.run.metrics_sum import WorkerScrapes
@@ -34,6 +35,9 @@ class Coordinator:
         self.watch = ScrapeWatch()
         self.server: MetricsServer | None = None
         self.stopping = 0
+        self.tags: list[str] = []
+        self.text, self.started_ms = "", 0
+        self.ann_id: int | None = None
 
     def serve(self) -> None:
         """The run's one /metrics on --metrics-port (the workers' sum)."""
@@ -56,6 +60,7 @@ class Coordinator:
     ) -> list[Outcome]:
         """Start one process per (config, plan), wait for all; returns their outcomes."""
         self.serve()
+        self.annotate_start()
         ctx = multiprocessing.get_context("spawn")
         results: Any = ctx.Queue()
         procs = [
@@ -69,6 +74,7 @@ class Coordinator:
             outcomes = self._wait(procs, results)
         self.scrapes.stop()
         self.progress.close()
+        self.annotate_end()
         return outcomes
 
     def _wait(self, procs: Sequence[Any], results: Any) -> list[Outcome]:
@@ -114,6 +120,35 @@ class Coordinator:
         finally:
             for sig, handler in old.items():
                 signal.signal(sig, handler)
+
+    def annotate_start(self) -> None:
+        """The run's one Grafana annotation (the workers make none), when --grafana-url is given."""
+        c = self.config
+        self.tags = [
+            "loadgen",
+            f"run_id:{self.run_id}",
+            f"target:{c.target}",
+            f"scenario:{c.resolved_scenario}",
+        ]
+        self.started_ms = int(time.time() * 1000)
+        self.text = f"loadgen run {self.run_id} ({c.target}, {c.model or 'default model'}, workers)"
+        self.ann_id = grafana_notes.annotate_run_start(
+            c.grafana_url, c.grafana_token, run_id=self.run_id, tags=self.tags, text=self.text
+        )
+
+    def annotate_end(self) -> None:
+        """Close the run's annotation (a region from start to now)."""
+        c = self.config
+        grafana_notes.annotate_run_end(
+            c.grafana_url,
+            c.grafana_token,
+            self.ann_id,
+            run_id=self.run_id,
+            tags=self.tags,
+            text=f"{self.text} ended",
+            start_ms=self.started_ms,
+            end_ms=int(time.time() * 1000),
+        )
 
     def finish(self, linger_s: float) -> None:
         """Mark the end for the last scrape, keep /metrics up `linger_s` (Ctrl-C ends it), stop."""

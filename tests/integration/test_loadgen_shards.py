@@ -7,6 +7,7 @@ a shard of another run is refused."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -252,3 +253,18 @@ def test_sigterm_to_a_workers_run_leaves_one_partial_merged_record(engine: str, 
     indices = [x["index"] for x in lines(run_dir(tmp_path))]
     assert indices == sorted(set(indices))  # each once, in order (the shards stopped at about one index)
     assert len(indices) == summary["requests"]["total"]
+
+
+def test_a_workers_run_is_one_grafana_annotation(engine: str, tmp_path: Path) -> None:
+    from tests.integration.test_stack_support import FakeGrafana
+
+    with FakeGrafana("glsa_test_token") as grafana:
+        cmd = [sys.executable, "-m", "loadgen.cli.main", *workload(engine, tmp_path), "--workers", "2"]
+        env = {**os.environ, "GRAFANA_URL": grafana.url, "GRAFANA_TOKEN": "glsa_test_token"}
+        result = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env, check=False)
+    assert result.returncode == 0, result.stderr
+    assert [(method, path.split("/")[2]) for method, path, _ in grafana.requests] == [
+        ("POST", "annotations"),
+        ("PATCH", "annotations"),
+    ]
+    assert not grafana.problems
