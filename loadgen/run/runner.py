@@ -11,6 +11,7 @@ import contextlib
 import math
 import signal
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,8 @@ from loadgen.transport.rawhttp import RawClient
 from loadgen.transport.stamping import StampingConnector
 from loadgen.workload.generator import build_workload
 from loadgen.workload.schedule import build_schedule
+
+LATE_START_S = 1.0  # a shard that starts later than this after --start-at refuses to run
 
 
 @contextlib.contextmanager
@@ -103,6 +106,13 @@ def sharded(
     and this slice's); a schedule of unknown length cannot be split (one-line ConfigError)."""
     if config.total_requests is None and math.isinf(config.rate):
         raise ConfigError("a sharded run needs a known schedule: give --num-prompts or a finite --rate")
+    if shard.start_at is not None:
+        late_s = (datetime.now(UTC) - shard.start_at).total_seconds()
+        if late_s > LATE_START_S:  # its backlog would go out at once: a burst the schedule never had
+            start = shard.start_at.isoformat().replace("+00:00", "Z")
+            raise ConfigError(
+                f"--start-at {start} passed {late_s:.1f} s ago: nothing sent (pick a later start)"
+            )
     section = shard_section(shard, workload, schedule)
     run_id = shard.run_id
     if run_id is None:

@@ -71,13 +71,14 @@ class Coordinator:
         with self._forward_signals(procs):
             for proc in procs:
                 proc.start()
-            outcomes = self._wait(procs, results)
+            start = plans[0].start_at.timestamp() if plans and plans[0].start_at else 0.0
+            outcomes = self._wait(procs, results, start)
         self.scrapes.stop()
         self.progress.close()
         self.annotate_end()
         return outcomes
 
-    def _wait(self, procs: Sequence[Any], results: Any) -> list[Outcome]:
+    def _wait(self, procs: Sequence[Any], results: Any, start: float) -> list[Outcome]:
         outcomes: dict[int, Outcome] = {}
         while len(outcomes) < len(procs):
             try:
@@ -87,7 +88,8 @@ class Coordinator:
                 for i, proc in enumerate(procs):  # a worker killed before reporting
                     if i not in outcomes and proc.exitcode is not None and results.empty():
                         outcomes[i] = (i, 1, f"exited with code {proc.exitcode} before writing its record")
-            self.progress.update(self.counts())
+            if time.time() >= start:  # no progress line before the common start
+                self.progress.update(self.counts())
         for proc in procs:
             proc.join(timeout=5)
         return [outcomes[i] for i in sorted(outcomes)]

@@ -227,6 +227,8 @@ def test_workers_record_says_what_the_user_ran(runs: dict[str, Path]) -> None:
             ["--shard", "0/2", "--duration", "5", "--max-concurrency", "2", "--rate", "inf"],
             "needs a known schedule",
         ),
+        (["--workers", "2", "--target", "vllm", "--base-url", "http://127.0.0.1:9"], "127.0.0.1:9"),
+        (["--shard", "0/2", "--start-at", "2026-01-01T00:00:00Z"], "passed"),
     ],
 )
 def test_bad_scale_out_flags_are_one_line_and_exit_2(args: list[str], message: str, tmp_path: Path) -> None:
