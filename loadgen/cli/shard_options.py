@@ -65,7 +65,8 @@ def worker_count(value: str | None) -> int | None:
     if value is None:
         return None
     if value == "auto":
-        return max(len(os.sched_getaffinity(0)), 1)
+        usable = getattr(os, "sched_getaffinity", None)  # Linux; elsewhere every CPU
+        return max(len(usable(0)) if usable else os.cpu_count() or 1, 1)
     if not value.isdigit() or int(value) < 1:
         raise ConfigError(f"invalid --workers {value!r}: a count >= 1 or auto")
     return int(value)
