@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,8 +21,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from simengine.embedded import EmbeddedEngine
+from tests.loadgen_servers import free_port
 
 pytestmark = pytest.mark.timeout(120)
 REQUESTS = 24
@@ -270,3 +273,39 @@ def test_a_workers_run_is_one_grafana_annotation(engine: str, tmp_path: Path) ->
         ("PATCH", "annotations"),
     ]
     assert not grafana.problems
+
+
+def scrape(port: int) -> dict[str, float]:
+    """The coordinator's /metrics as {sample with labels: value} (empty when not up)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
+            text = response.read().decode()
+    except OSError:
+        return {}
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[s.name + json.dumps(s.labels, sort_keys=True)] = s.value
+    return out
+
+
+def test_a_workers_run_serves_one_summed_metrics_endpoint(engine: str, tmp_path: Path) -> None:
+    port = free_port()
+    args = workload(engine, tmp_path)
+    args[args.index("--metrics-port") + 1] = str(port)
+    cmd = [sys.executable, "-m", "loadgen.cli.main", *args, "--workers", "2", "--linger", "5"]
+    cmd += ["--metrics-listen-address", "127.0.0.1"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline, seen = time.monotonic() + 40, {}
+        while time.monotonic() < deadline:
+            seen = scrape(port)
+            if any(k.startswith("loadgen_run_end_timestamp_seconds") and v > 0 for k, v in seen.items()):
+                break
+            time.sleep(0.2)
+    finally:
+        proc.communicate(timeout=60)
+    ok = [v for k, v in seen.items() if k.startswith("loadgen_requests_total") and '"outcome": "ok"' in k]
+    assert ok == [REQUESTS + 2]  # one series, every request (warm-up included) of both workers
+    assert not [k for k in seen if "worker" in k or "shard" in k]
+    assert proc.returncode == 0
