@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from loadgen.config import ConfigError
-from loadgen.run.shard import ShardPlan, parse_shard, parse_start_at, shard_from_env
+from loadgen.workload.shard import ShardPlan, parse_shard, parse_start_at, shard_from_env
 
 SCALE_KEYS = ("shard", "shard_from_env", "shards", "start_at", "run_id", "workers")
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")

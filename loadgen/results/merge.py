@@ -20,7 +20,7 @@ from loadgen.results.record import Written, write_run
 from loadgen.results.rundir import line_text
 from loadgen.results.shard_record import MergeError, ShardRecord, check_one_run, shortfalls
 from loadgen.results.summary import achieved_rate, record_from_line
-from loadgen.run.shard import schedule_fingerprint
+from loadgen.workload.shard import schedule_fingerprint
 from loadgen.stats import NS, describe, summarize
 
 NS_FIELDS = ("sent_ns", "first_token_ns", "last_token_ns")

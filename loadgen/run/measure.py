@@ -20,12 +20,12 @@ from loadgen.records import RequestRecord
 from loadgen.results.journal import Journal
 from loadgen.run.live_metrics import LiveMetrics
 from loadgen.run.progress import Counts, Progress
-from loadgen.run.shard import perf_base
 from loadgen.stats import meets_slo
 from loadgen.targets import Target
 from loadgen.transport.aiohttp_client import finalize
 from loadgen.transport.dispatch import Dispatcher
 from loadgen.workload.generator import RequestSpec, fingerprint
+from loadgen.workload.shard import perf_base
 
 MIN_FOR_BUDGET = 20  # finished requests before --max-error-rate may stop a run early
 SWITCH_INTERVAL_S = 0.0002  # GIL hand-over delay during a run (Python's default is 5 ms)

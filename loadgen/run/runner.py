@@ -22,7 +22,6 @@ from loadgen.records import RunResult
 from loadgen.results.rundir import probe_writable
 from loadgen.run.measure import route_signals
 from loadgen.run.reach import preflight
-from loadgen.run.shard import ShardPlan, derived_run_id, shard_section
 from loadgen.run.steps import OnResult, RunContext, run_steps
 from loadgen.targets import get_target
 from loadgen.transport import evloop
@@ -31,6 +30,7 @@ from loadgen.transport.rawhttp import RawClient
 from loadgen.transport.stamping import StampingConnector
 from loadgen.workload.generator import build_workload
 from loadgen.workload.schedule import build_schedule
+from loadgen.workload.shard import ShardPlan, derived_run_id, shard_section
 
 LATE_START_S = 1.0  # a shard that starts later than this after --start-at refuses to run
 
@@ -61,7 +61,7 @@ async def run_benchmark(
     """Run the benchmark the config describes and write its record; see the module docstring.
 
     `on_result` gets the result as soon as the record is written, before the metrics linger; with
-    `shard`, only that slice of the schedule is sent, from its common start (loadgen.run.shard)."""
+    `shard`, only that slice of the schedule is sent, from its common start (loadgen.workload.shard)."""
     from loadgen.results.rundir import new_run_id
 
     target = get_target(config.target)

@@ -22,12 +22,12 @@ from loadgen.results.rundir import write_json
 from loadgen.results.summary import build_summary
 from loadgen.run.live_metrics import LiveMetrics, RunLabels
 from loadgen.run.measure import Run, execute, linger, paced_gc, route_signals
-from loadgen.run.shard import ShardPlan
 from loadgen.targets import EngineMetadata, Target
 from loadgen.transport.aiohttp_client import finalize
 from loadgen.transport.dispatch import Dispatcher
 from loadgen.transport.rawhttp import RawClient
 from loadgen.workload.generator import fingerprint
+from loadgen.workload.shard import ShardPlan
 
 OnResult = Callable[[RunResult], None]
 EXIT_NOT_WRITTEN = 3  # the run was measured but some of its files could not be written
@@ -58,7 +58,7 @@ class RunContext:
     start_ns: int = 0
     fingerprint: str = ""
     on_result: OnResult | None = None
-    shard: ShardPlan | None = None  # this process sends one slice of the run (loadgen.run.shard)
+    shard: ShardPlan | None = None  # this process sends one slice of the run (loadgen.workload.shard)
     manifest_extra: dict[str, Any] = field(default_factory=dict)  # top-level manifest blocks (`shard`)
 
     @property

@@ -19,7 +19,7 @@ from loadgen.config import ConfigError, RunConfig
 from loadgen.run.metrics_http import MetricsServer, ScrapeWatch
 from loadgen.run.metrics_sum import WorkerScrapes
 from loadgen.run.progress import Counts, Progress
-from loadgen.run.shard import ShardPlan
+from loadgen.workload.shard import ShardPlan
 
 Outcome = tuple[int, int, str]  # (worker index, exit code, run folder or error line)
 TICK_S = 0.25

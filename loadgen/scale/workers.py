@@ -24,8 +24,8 @@ from loadgen.results.merge import merge, write_merged
 from loadgen.results.rundir import new_run_id
 from loadgen.results.shard_record import read_shard
 from loadgen.run.runner import check_results_dir, embedded_engine
-from loadgen.run.shard import ShardPlan, parse_start_at
 from loadgen.scale.coordinate import Coordinator
+from loadgen.workload.shard import ShardPlan, parse_start_at
 
 START_LEAD_S = 2.0  # spawn, import and preflight before the common start
 START_LEAD_PER_WORKER_S = 0.25

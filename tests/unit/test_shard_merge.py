@@ -9,7 +9,7 @@ import pytest
 
 from loadgen.results.merge import merge, rebased
 from loadgen.results.shard_record import MergeError, ShardRecord
-from loadgen.run.shard import schedule_fingerprint
+from loadgen.workload.shard import schedule_fingerprint
 
 NS = 1_000_000_000
 OFFSETS = [0, 100_000_000, 200_000_000, 300_000_000]  # the run's schedule: 4 requests, 0.1 s apart

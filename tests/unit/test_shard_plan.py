@@ -13,7 +13,10 @@ from loadgen.config import ConfigError, RunConfig
 from loadgen.records import RequestRecord
 from loadgen.run.live_metrics import LiveMetrics, RunLabels
 from loadgen.run.metrics_sum import combine
-from loadgen.run.shard import (
+from loadgen.scale.workers import concurrency_shares
+from loadgen.workload.generator import build_workload, fingerprint
+from loadgen.workload.schedule import build_schedule
+from loadgen.workload.shard import (
     ShardPlan,
     derived_run_id,
     parse_shard,
@@ -22,9 +25,6 @@ from loadgen.run.shard import (
     sequence_fingerprints,
     shard_from_env,
 )
-from loadgen.scale.workers import concurrency_shares
-from loadgen.workload.generator import build_workload, fingerprint
-from loadgen.workload.schedule import build_schedule
 
 
 @pytest.mark.parametrize("count", [1, 3, 4, 7])
