@@ -80,4 +80,6 @@ SPEC = EngineSpec(
     server_info=ServerInfo(paths=("/get_server_info", "/server_info"), version_key="version"),
     flush_path="/flush_cache",
     metrics=METRICS,
+    # every prompt token is looked up in the radix cache: the hit share is cached / prompt tokens
+    cache_counters=("cached_tokens", "prompt_tokens"),
 )

@@ -108,4 +108,5 @@ SPEC = EngineSpec(
     flush_path="/reset_prefix_cache",
     flush_needs="VLLM_SERVER_DEV_MODE=1",
     metrics=METRICS,
+    cache_counters=("prefix_cache_hits", "prefix_cache_queries"),
 )

@@ -210,6 +210,7 @@ class LateSignals:
 
 def _show(config: RunConfig, late: LateSignals, result: RunResult, *, json_output: bool) -> None:
     """Print the summary (before the linger), where the record went, and how long /metrics stays."""
+    from loadgen.results.cache_counters import cache_warning
     from loadgen.run.progress import summary_table
 
     late.recorded = True
@@ -218,6 +219,9 @@ def _show(config: RunConfig, late: LateSignals, result: RunResult, *, json_outpu
     else:
         click.echo(summary_table(result.summary))
     click.echo(results_line(result.result_dir, result.not_written), err=True)
+    warning = cache_warning(result.run_id, result.manifest.get("cache") or {})
+    if warning:
+        click.echo(warning, err=True)
     if config.metrics_port and config.linger_s:
         click.echo(
             f"metrics stay up for {config.linger_s:g} s on :{config.metrics_port}/metrics (Ctrl-C ends it)",

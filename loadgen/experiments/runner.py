@@ -25,6 +25,7 @@ from loadgen.experiments.launch import EngineFailed, LaunchedEngine
 from loadgen.experiments.plantypes import EngineSpec, Plan
 from loadgen.experiments.state import DONE, ExperimentState
 from loadgen.records import RunResult
+from loadgen.results.cache_counters import cache_warning
 from loadgen.run.runner import run_benchmark_sync
 from loadgen.targets import get_target
 
@@ -205,6 +206,9 @@ class ExperimentRunner:
             self.state.record(spec.key, status="failed", error=str(exc), cache=cache)
             self.log(f"error: run {spec.key}: {exc}")
             return
+        warning = cache_warning(result.run_id, result.manifest.get("cache") or {})
+        if warning:
+            self.log(warning)
         reason = str(result.summary.get("partial_reason") or "")
         if result.partial and reason.startswith("interrupted"):
             self.state.record(spec.key, status="interrupted", run_id=result.run_id, cache=cache)
