@@ -94,6 +94,7 @@ async def _prepare(ctx: RunContext) -> Run:
     async with aiohttp.ClientSession() as plain:  # never send the engine's API key to the exporter
         ctx.exporter = await attach_exporter(plain, ctx.config.exporter_url, ctx.base_url)
     await _read_cache_counters(ctx)
+    ctx.workload.clip_to_model_len(meta.max_model_len)  # before the first request is drawn
     run = ctx.run = Run(ctx.config, ctx.run_id, ctx.progress)
     ctx.started = datetime.now(UTC)
     run.journal = _start_record(ctx)
