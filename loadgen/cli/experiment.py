@@ -45,7 +45,7 @@ def _status_table(plan: Plan, state: ExperimentState) -> str:
         rows.append(
             [
                 spec.key,
-                entry.get("status", "pending"),
+                "partial" if entry.get("partial") else entry.get("status", "pending"),
                 entry.get("run_id") or "-",
                 f"{cleared} ({cache.get('method') or '-'})",
                 (entry.get("error") or "")[:60],

@@ -111,6 +111,19 @@ class LaunchedEngine:
             f"{self.spec.health_timeout_s:g} s (health_timeout_s); see {self.log_path}"
         )
 
+    def check(self) -> str | None:
+        """None while the engine runs and answers its health path; else what is wrong with it."""
+        if self.proc is None:
+            return f"engine {self.spec.name!r} is not running"
+        code = self.proc.poll()
+        if code is not None:
+            name = self.spec.name
+            return f"engine {name!r} exited with code {code} since its last run; see {self.log_path}"
+        url = self.base_url + self.spec.health_path
+        if not _healthy(url):
+            return f"engine {self.spec.name!r} no longer answers 200 at {url}; see {self.log_path}"
+        return None
+
     def stop(self) -> None:
         """SIGTERM the engine's process group, SIGKILL after a grace period."""
         proc, self.proc = self.proc, None

@@ -7,7 +7,9 @@ from typing import Any
 
 PHASE_KINDS = ("baseline", "sensitivity", "scenario")
 ENGINE_KINDS = ("launch", "external")
-ON_FAILURE = ("continue", "stop")
+# relaunch: a launched engine found dead before a run is started again (once per engine group), then
+# as fail; fail (older name: continue): the rest of that engine's runs fail, the plan goes on; stop
+ON_FAILURE = ("relaunch", "fail", "continue", "stop")
 # The seed's length profiles plus a long-tailed and a shared-prefix load (RunConfig overrides).
 BUILTIN_WORKLOADS: dict[str, dict[str, Any]] = {
     "short": {"profile": "short"},
