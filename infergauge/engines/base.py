@@ -145,6 +145,7 @@ class EngineSpec:
     server_info: ServerInfo = ServerInfo()
     version_path: str | None = None
     readiness_path: str = "/health"
+    startup_timeout_s: float = 120.0  # how long a launch may take to answer its readiness path
     flush_path: str | None = None  # POST endpoint that empties the prefix cache
     flush_needs: str | None = None  # what the flush needs to be served (e.g. an env var)
     metrics: Mapping[str, str] = field(default_factory=dict)  # role -> this engine's metric name
