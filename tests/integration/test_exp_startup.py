@@ -34,7 +34,8 @@ def test_start_timeouts_default_per_engine_and_the_plan_overrides(tmp_path: Path
         "  v:\n    kind: launch\n    command: vllm serve m --port {port}\n"
         "  s:\n    kind: launch\n    command: python -m sglang.launch_server --model-path m --port {port}\n"
         "  sim:\n    kind: launch\n    command: python -m simengine --port {port}\n"
-        "  slow:\n    kind: launch\n    command: python -m simengine --port {port}\n    health_timeout_s: 77\n",
+        "  slow:\n    kind: launch\n    command: python -m simengine --port {port}\n"
+        "    health_timeout_s: 77\n",
     )
     for name, engine in (("v", "vllm"), ("s", "sglang"), ("sim", "simengine")):
         assert specs[name].health_timeout_s == engines.get(engine).startup_timeout_s
