@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from loadgen.experiments.expand import expand
+from loadgen.experiments.expand import expand, warmup_warnings
 from loadgen.experiments.plan import load_plan
 from loadgen.experiments.plantypes import Plan
 from loadgen.experiments.state import (
@@ -88,6 +88,8 @@ def validate(plan_file: str) -> None:
     plan = _plan(plan_file, None)
     runs = expand(plan)
     click.echo(f"{plan_file}: ok, {len(runs)} runs in {len(plan.phases)} phases")
+    for warning in warmup_warnings(plan, runs):
+        click.echo(f"warning: {warning}", err=True)
     for spec in runs:
         click.echo(f"  {spec.key}")
 

@@ -184,6 +184,11 @@ def run(ctx: click.Context, **params: Any) -> None:
     except (ConfigError, click.UsageError) as exc:
         _fail(ctx, str(exc) if isinstance(exc, ConfigError) else exc.format_message())
     _raise_fd_limit()
+    from loadgen.warmup import warmup_warning
+
+    burst = warmup_warning(config.warmup, config.max_concurrency)
+    if burst:
+        click.echo(f"warning: {burst}", err=True)
     late = LateSignals()
     show = functools.partial(_show, config, late, json_output=params["json_output"])
     try:

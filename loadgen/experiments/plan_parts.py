@@ -144,6 +144,9 @@ def _engine(check: Checker, name: str, node: Node) -> EngineSpec:
         restart_between_runs=check.flag(m.get("restart_between_runs"), f"{where} restart_between_runs", True),
         flush_cache=check.flag(m.get("flush_cache"), f"{where} flush_cache", True),
         env={str(k): str(v) for k, v in (env.plain() if env and isinstance(env.value, dict) else {}).items()},
+        warmup_after_launch=int(
+            check.number(m.get("warmup_after_launch"), f"{where} warmup_after_launch", 0, integer=True)
+        ),
     )
 
 

@@ -53,6 +53,7 @@ ENGINE_KEYS = (
     "restart_between_runs",
     "flush_cache",
     "env",
+    "warmup_after_launch",
 )
 PHASE_KEYS = (
     "name",
@@ -83,6 +84,7 @@ class EngineSpec:
     restart_between_runs: bool = True
     flush_cache: bool = True
     env: dict[str, str] = field(default_factory=dict)
+    warmup_after_launch: int = 0  # warm-up requests of a run right after a launch or a flush
 
 
 @dataclass(frozen=True)

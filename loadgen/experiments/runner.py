@@ -13,6 +13,7 @@ Ctrl-C stops after saving state: finished runs are kept and `loadgen experiment 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +23,7 @@ import aiohttp
 from infergauge.engines.params import parse_cmdline
 from infergauge.redact import redact_argv, redact_mapping
 from loadgen.config import ConfigError, RunConfig
-from loadgen.experiments.expand import RunSpec, build_config, expand
+from loadgen.experiments.expand import RunSpec, build_config, effective_warmup, expand, warmup_warnings
 from loadgen.experiments.launch import EngineFailed, LaunchedEngine
 from loadgen.experiments.plantypes import EngineSpec, Plan
 from loadgen.experiments.state import DONE, ExperimentState
@@ -108,6 +109,8 @@ class ExperimentRunner:
         """Execute the plan; raises ExperimentInterrupted / ExperimentStopped after saving state."""
         self.state.status = "running"
         self.state.save()
+        for warning in warmup_warnings(self.plan, expand(self.plan)):
+            self.log(f"warning: {warning}")
         try:
             for spec in expand(self.plan):
                 if self.state.done(spec.key):
@@ -204,6 +207,10 @@ class ExperimentRunner:
         extra: dict[str, Any] = {"cache": cache, "experiment": experiment}
         if self.active is not None and self.active.engine is not None and engine.kind == "launch":
             extra["engine"] = launched_engine_facts(self.active.engine.argv)
+        if cache.get("flushed") is True and engine.warmup_after_launch:  # a fresh or emptied engine
+            spec = dataclasses.replace(
+                spec, settings={**spec.settings, "warmup": effective_warmup(self.plan, spec)}
+            )
         config = build_config(
             spec,
             target=engine.target,
