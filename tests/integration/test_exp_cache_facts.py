@@ -69,7 +69,8 @@ def test_a_failed_flush_on_a_default_vllm_is_warned_about(tmp_path: Path) -> Non
     sim = "python -m simengine --personality vllm --port {port} --time-scale 20"
     text = (
         f"name: t\nresults_dir: {tmp_path}\n"
-        "defaults: {num_prompts: 6, seed: 7, metrics_port: 0, input_len: 'fixed:256', output_len: 'fixed:4'}\n"
+        "defaults: {num_prompts: 6, seed: 7, metrics_port: 0,\n"
+        "           input_len: 'fixed:256', output_len: 'fixed:4'}\n"
         f"engines:\n  sim:\n    kind: launch\n    command: {sim}\n    restart_between_runs: false\n"
         "phases:\n  - {name: p, kind: baseline, workloads: [same], concurrency: [2], repetitions: 2}\n"
         "workloads:\n  same: {}\n"
