@@ -151,6 +151,7 @@ class EngineSpec:
     metrics: Mapping[str, str] = field(default_factory=dict)  # role -> this engine's metric name
     # (hit role, queried role): counters of prompt tokens found in / looked up in the prefix cache
     cache_counters: tuple[str, str] | None = None
+    plays: tuple[str, ...] = ()  # a simulator: the engines it can answer as (no target preset of its own)
 
     def metric(self, role: str) -> str | None:
         """This engine's metric for a role (METRIC_ROLES), None when it has none."""

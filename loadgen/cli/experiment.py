@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from loadgen.cli.store import store_option
 from loadgen.experiments.expand import expand, warmup_warnings
 from loadgen.experiments.plan import load_plan
 from loadgen.experiments.plantypes import Plan
@@ -54,11 +55,22 @@ def _status_table(plan: Plan, state: ExperimentState) -> str:
     return render(["run", "status", "run_id", "cache cleared", "error"], rows, left=(0, 1, 2, 3, 4))
 
 
-def _execute(plan: Plan, state: ExperimentState) -> None:
+def _execute(plan: Plan, state: ExperimentState, store: str | None) -> None:
     from loadgen.experiments.runner import ExperimentInterrupted, ExperimentRunner, ExperimentStopped
+    from loadgen.run.runner import run_benchmark_sync
+    from loadgen.store.url import StoreURLError
+    from loadgen.store.writer import storing
 
     api_key = os.environ.get("LOADGEN_API_KEY") or os.environ.get("OPENAI_API_KEY")
-    runner = ExperimentRunner(plan, state, log=lambda m: click.echo(m, err=True), api_key=api_key)
+
+    def log(message: str) -> None:
+        click.echo(message, err=True)
+
+    try:
+        run_fn = storing(run_benchmark_sync, store, log)
+    except StoreURLError as exc:
+        raise click.UsageError(str(exc)) from None
+    runner = ExperimentRunner(plan, state, run_fn=run_fn, log=log, api_key=api_key)
     code = 0
     try:
         runner.run()
@@ -98,7 +110,8 @@ def validate(plan_file: str) -> None:
 @click.argument("plan_file", type=click.Path(dir_okay=False))
 @click.option("--results-dir", help="Override the plan's results_dir.")
 @click.option("--experiment-id", help="Use this id (default: exp-<UTC time>-<random>).")
-def run(plan_file: str, results_dir: str | None, experiment_id: str | None) -> None:
+@store_option
+def run(plan_file: str, results_dir: str | None, experiment_id: str | None, store: str | None) -> None:
     """Validate then run a plan; Ctrl-C keeps finished runs (continue with `resume`)."""
     plan = _plan(plan_file, results_dir)
     experiment_id = experiment_id or new_experiment_id()
@@ -108,10 +121,10 @@ def run(plan_file: str, results_dir: str | None, experiment_id: str | None) -> N
     directory.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(plan_file, directory / "plan.yaml")
     state = ExperimentState(experiment_id, directory, plan.name, plan.purpose)
-    _execute(plan, state)
+    _execute(plan, state, store)
 
 
-def _existing(fn: Callable[[str, str], None]) -> Callable[[str, str], None]:
+def _existing(fn: Callable[..., None]) -> Callable[..., None]:
     """EXPERIMENT_ID and --results-dir: the arguments naming an experiment that exists."""
     where = click.option(
         "--results-dir", default="results", show_default=True, help="Where the experiment lives."
@@ -121,9 +134,10 @@ def _existing(fn: Callable[[str, str], None]) -> Callable[[str, str], None]:
 
 @experiment.command("resume")
 @_existing
-def resume(experiment_id: str, results_dir: str) -> None:
+@store_option
+def resume(experiment_id: str, results_dir: str, store: str | None) -> None:
     """Continue an interrupted experiment: runs already finished are not repeated."""
-    _execute(*_load(experiment_id, results_dir))
+    _execute(*_load(experiment_id, results_dir), store)
 
 
 @experiment.command("status")

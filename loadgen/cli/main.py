@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "align": "loadgen.cli.align:align",
     "diff": "loadgen.cli.diff:diff",
     "report": "loadgen.cli.report:report",
+    "store": "loadgen.cli.store:store",
 }
 DEFAULT_COMMAND = "run"
 

@@ -62,11 +62,16 @@ def base_config(
 
 
 def runner_for(run_params: dict[str, Any]) -> Callable[[RunConfig], Any]:
-    """run_benchmark_sync with the progress display unless --quiet."""
+    """run_benchmark_sync with the progress display unless --quiet; each point's row goes to --store."""
     from loadgen.run.runner import run_benchmark_sync
+    from loadgen.store.url import StoreURLError
+    from loadgen.store.writer import storing
 
     quiet = bool(run_params.get("quiet"))
-    return lambda config: run_benchmark_sync(config, progress=not quiet)
+    try:
+        return storing(lambda c: run_benchmark_sync(c, progress=not quiet), run_params.get("store"), echo_err)
+    except StoreURLError as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 def echo_err(message: str) -> None:

@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 
 import click
 
+from loadgen.cli.store import STORE_ENV, store_option
 from loadgen.config import (
     ARRIVALS,
     ENDPOINTS,
@@ -36,6 +37,7 @@ from loadgen.config import (
     resolve,
 )
 from loadgen.records import RunResult
+from loadgen.store.url import StoreURL, StoreURLError, parse_store
 
 
 class OneLineErrors(click.Command):
@@ -67,7 +69,8 @@ def sim_passthrough(extra: list[str]) -> tuple[str, ...]:
 
 def _flag_values(params: Mapping[str, Any]) -> dict[str, Any]:
     """Click values (None when not given) converted to RunConfig fields."""
-    flags = {k: v for k, v in params.items() if k not in ("config", "json_output", "quiet") and v is not None}
+    not_config = ("config", "json_output", "quiet", "store")
+    flags = {k: v for k, v in params.items() if k not in not_config and v is not None}
     if "rate" in flags:
         flags["rate"] = parse_rate(flags["rate"])
     if "duration" in flags:
@@ -84,7 +87,7 @@ def _flag_values(params: Mapping[str, Any]) -> dict[str, Any]:
 def build_config(params: Mapping[str, Any], extra: list[str], environ: Mapping[str, str]) -> RunConfig:
     """Resolve YAML < env < flags into a RunConfig (raises ConfigError / click.UsageError)."""
     yaml_values = load_yaml(params["config"]) if params.get("config") else {}
-    env_values = env_overrides(environ)
+    env_values = env_overrides({k: v for k, v in environ.items() if k != STORE_ENV})  # --store's own
     for var, key in (
         ("OPENAI_API_KEY", "api_key"),
         ("GRAFANA_URL", "grafana_url"),
@@ -167,6 +170,7 @@ def _raise_fd_limit() -> None:
 @click.option("--experiment-id", help="Experiment this run belongs to.")
 @click.option("--exporter-url", help="infergauge exporter (default: try http://127.0.0.1:9402).")
 @click.option("--grafana-url", help="Annotate the run in Grafana (or GRAFANA_URL; token from GRAFANA_TOKEN).")
+@store_option
 @click.option("--json", "json_output", is_flag=True, help="Print the summary as JSON instead of the table.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
 @click.option(
@@ -183,14 +187,18 @@ def run(ctx: click.Context, **params: Any) -> None:
         config = build_config(params, list(ctx.args), os.environ)
     except (ConfigError, click.UsageError) as exc:
         _fail(ctx, str(exc) if isinstance(exc, ConfigError) else exc.format_message())
+    try:
+        store = parse_store(params["store"], config.results_dir)
+    except StoreURLError as exc:
+        _fail(ctx, str(exc))
     _raise_fd_limit()
-    from loadgen.warmup import warmup_warning
+    from loadgen.workload.warmup import warmup_warning
 
     burst = warmup_warning(config.warmup, config.max_concurrency)
     if burst:
         click.echo(f"warning: {burst}", err=True)
     late = LateSignals()
-    show = functools.partial(_show, config, late, json_output=params["json_output"])
+    show = functools.partial(_show, config, late, json_output=params["json_output"], store=store)
     try:
         result = run_benchmark_sync(config, progress=not params["quiet"], on_result=show, late_signals=late)
     except ConfigError as exc:  # unreachable target, busy metrics port, unusable dataset
@@ -213,20 +221,26 @@ class LateSignals:
             raise KeyboardInterrupt
 
 
-def _show(config: RunConfig, late: LateSignals, result: RunResult, *, json_output: bool) -> None:
-    """Print the summary (before the linger), where the record went, and how long /metrics stays."""
+def _show(
+    config: RunConfig, late: LateSignals, result: RunResult, *, json_output: bool, store: StoreURL | None
+) -> None:
+    """Print the summary (before the linger), write the run's row to the results store, say where
+    the record went and how long /metrics stays."""
     from loadgen.results.cache_counters import cache_warning
     from loadgen.run.progress import summary_table
+    from loadgen.store.writer import store_run
 
     late.recorded = True
     if json_output:
         click.echo(json.dumps(result.summary, indent=2, default=str))
     else:
         click.echo(summary_table(result.summary))
-    click.echo(results_line(result.result_dir, result.not_written), err=True)
     warning = cache_warning(result.run_id, result.manifest.get("cache") or {})
     if warning:
         click.echo(warning, err=True)
+    # the row first: a record not fully written stays the last line the user reads
+    store_run(store, config.results_dir, result.run_id, lambda line: click.echo(line, err=True))
+    click.echo(results_line(result.result_dir, result.not_written), err=True)
     if config.metrics_port and config.linger_s:
         click.echo(
             f"metrics stay up for {config.linger_s:g} s on :{config.metrics_port}/metrics (Ctrl-C ends it)",

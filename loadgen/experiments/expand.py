@@ -9,7 +9,7 @@ from typing import Any
 from loadgen.analysis.slo import parse_objective
 from loadgen.config import ConfigError, RunConfig
 from loadgen.experiments.plantypes import EngineSpec, PhaseSpec, Plan
-from loadgen.warmup import warmup_warning
+from loadgen.workload.warmup import warmup_warning
 
 # Experiments default to no linger between runs (set `defaults: {linger: 15s}` when Prometheus
 # must scrape each run's last values).

@@ -105,9 +105,9 @@ def test_json_summary_config_file_env_and_flags(tmp_path: Path, http_client: str
     assert sent["x-request-id"].endswith("-000000")
     assert sent["accept-encoding"] == "identity"  # stamped bodies must come uncompressed
     assert json.loads(manifest_text)["client"]["event_loop"].startswith("uvloop ")  # the CLI's loop
-    for path in (tmp_path / "r").rglob("*"):
+    for path in (tmp_path / "r").rglob("*"):  # the results store (a binary SQLite file) included
         if path.is_file():
-            assert "sk-never-stored" not in path.read_text()
+            assert b"sk-never-stored" not in path.read_bytes()
 
 
 @pytest.mark.parametrize(

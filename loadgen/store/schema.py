@@ -1,0 +1,144 @@
+"""The one schema of the store, for SQLite and PostgreSQL: columns, numbered migrations, and the few
+dialect differences written as data. All of the store's SQL is in this module."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+# column kinds -> the SQL type of each dialect
+TEXT, REAL, INT, BOOL, TS, JSON = "text", "real", "int", "bool", "timestamp", "json"
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """What differs between the two databases."""
+
+    name: str
+    types: dict[str, str]
+    begin: str  # opens a write transaction
+    lock: str | None  # serialises migrations of concurrent writers (SQLite's BEGIN IMMEDIATE does)
+    placeholder: Callable[[str], str]  # a named parameter
+    distinct: str  # "the values differ, NULLs included"
+    has_table: str  # one row when the table (parameter `name`) exists
+
+
+SQLITE = Dialect(
+    "sqlite",
+    {TEXT: "TEXT", REAL: "REAL", INT: "INTEGER", BOOL: "INTEGER", TS: "TEXT", JSON: "TEXT"},
+    "BEGIN IMMEDIATE",
+    None,
+    lambda name: f":{name}",
+    "IS NOT",
+    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = :name",
+)
+POSTGRESQL = Dialect(
+    "postgresql",
+    {
+        TEXT: "TEXT",
+        REAL: "DOUBLE PRECISION",
+        INT: "BIGINT",
+        BOOL: "BOOLEAN",
+        TS: "TIMESTAMPTZ",
+        JSON: "JSONB",
+    },
+    "BEGIN",
+    "SELECT pg_advisory_xact_lock(7200412)",  # any fixed key: only infergauge's migrations take it
+    lambda name: f"%({name})s",
+    "IS DISTINCT FROM",
+    "SELECT 1 FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = %(name)s",
+)
+DIALECTS = {d.name: d for d in (SQLITE, POSTGRESQL)}
+
+# The runs table as version 1 created it (never edit: add a migration instead).
+RUNS_V1: tuple[tuple[str, str], ...] = (
+    ("run_id", TEXT),
+    ("started_at", TS),
+    ("ended_at", TS),
+    ("suite", TEXT),
+    ("series_key", TEXT),
+    ("status", TEXT),
+    ("partial", BOOL),
+    ("partial_reason", TEXT),
+    ("crashed", BOOL),
+    ("experiment_id", TEXT),
+    ("scenario", TEXT),
+    ("target", TEXT),
+    ("base_url", TEXT),
+    ("engine", TEXT),
+    ("engine_version", TEXT),
+    ("model", TEXT),
+    ("gpu_model", TEXT),
+    ("gpu_count", INT),
+    ("workload", TEXT),
+    ("workload_fingerprint", TEXT),
+    ("asked_rate", REAL),
+    ("max_concurrency", INT),
+    ("duration_s", REAL),
+    ("requests_ok", INT),
+    ("requests_failed", INT),
+    ("error_rate", REAL),
+    ("request_throughput", REAL),
+    ("output_throughput", REAL),
+    ("total_token_throughput", REAL),
+    ("goodput", REAL),
+    ("ttft_p50_s", REAL),
+    ("ttft_p99_s", REAL),
+    ("tpot_p50_s", REAL),
+    ("tpot_p99_s", REAL),
+    ("itl_p50_s", REAL),
+    ("itl_p99_s", REAL),
+    ("e2e_p50_s", REAL),
+    ("e2e_p99_s", REAL),
+    ("tool_version", TEXT),
+    ("manifest", JSON),
+    ("summary", JSON),
+)
+# Version 2: a hash of the run's manifest + summary (import tells unchanged from updated rows).
+RUNS_V2: tuple[tuple[str, str], ...] = (("row_hash", TEXT),)
+RUNS_COLUMNS = RUNS_V1 + RUNS_V2
+COLUMN_KINDS = dict(RUNS_COLUMNS)
+
+
+def _v1(d: Dialect) -> list[str]:
+    cols = ",\n  ".join(f"{name} {d.types[kind]}" for name, kind in RUNS_V1)
+    return [f"CREATE TABLE runs (\n  {cols},\n  PRIMARY KEY (run_id)\n)"]
+
+
+def _v2(d: Dialect) -> list[str]:
+    return [
+        *(f"ALTER TABLE runs ADD COLUMN {name} {d.types[kind]}" for name, kind in RUNS_V2),
+        "CREATE INDEX runs_series_started ON runs (series_key, started_at)",
+    ]
+
+
+# Migration N brings a database from version N-1 to N; one transaction each.
+MIGRATIONS: tuple[Callable[[Dialect], list[str]], ...] = (_v1, _v2)
+LATEST = len(MIGRATIONS)
+
+CREATE_VERSION_TABLE = "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"
+READ_VERSION = "SELECT MAX(version) FROM schema_version"
+COUNT_RUNS = "SELECT COUNT(*) FROM runs"
+
+
+def set_version(d: Dialect, version: int) -> list[tuple[str, dict[str, int]]]:
+    """Statements (with parameters) that record the schema version."""
+    insert = f"INSERT INTO schema_version (version) VALUES ({d.placeholder('version')})"
+    return [("DELETE FROM schema_version", {}), (insert, {"version": version})]
+
+
+def select_hash(d: Dialect) -> str:
+    """The stored hash of one run (parameter `run_id`)."""
+    return f"SELECT row_hash FROM runs WHERE run_id = {d.placeholder('run_id')}"
+
+
+def upsert(d: Dialect, columns: Sequence[str]) -> str:
+    """Insert a run, or replace its row when its content hash differs (a re-import changes nothing)."""
+    names = ", ".join(columns)
+    values = ", ".join(d.placeholder(c) for c in columns)
+    updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c != "run_id")
+    return (
+        f"INSERT INTO runs ({names}) VALUES ({values}) "
+        f"ON CONFLICT (run_id) DO UPDATE SET {updates} "
+        f"WHERE runs.row_hash {d.distinct} excluded.row_hash"
+    )
