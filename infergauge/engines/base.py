@@ -174,9 +174,12 @@ class EngineSpec:
     info_metric: InfoMetric | None = None
     readiness_path: str = "/health"  # 200 = ready to serve; any HTTP answer = answering
     readiness_timeout_s: float = 1.0  # how long its readiness answer may take when healthy
+    startup_timeout_s: float = 120.0  # how long a launch may take to answer its readiness path
     flush_path: str | None = None  # POST endpoint that empties the prefix cache
     flush_needs: str | None = None  # what the flush needs to be served (e.g. an env var)
     metrics: Mapping[str, str] = field(default_factory=dict)  # role -> this engine's metric name
+    # (hit role, queried role): counters of prompt tokens found in / looked up in the prefix cache
+    cache_counters: tuple[str, str] | None = None
     plays: tuple[str, ...] = ()  # a simulator: the engines it can answer as (no target preset of its own)
 
     def metric(self, role: str) -> str | None:

@@ -87,4 +87,7 @@ SPEC = EngineSpec(
     readiness_timeout_s=5.0,
     flush_path="/flush_cache",
     metrics=METRICS,
+    startup_timeout_s=900.0,  # 105 s cold start on a 32 M-parameter model; real models take minutes
+    # every prompt token is looked up in the radix cache: the hit share is cached / prompt tokens
+    cache_counters=("cached_tokens", "prompt_tokens"),
 )

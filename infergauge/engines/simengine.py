@@ -39,4 +39,5 @@ SPEC = EngineSpec(
     defaults=dict(vllm.DEFAULTS),
     bool_flags=vllm.BOOL_FLAGS | sglang.BOOL_FLAGS,
     model_flags=("served_model_name", "model", "model_path"),
+    startup_timeout_s=30.0,  # no model to load: seconds
 )

@@ -118,4 +118,6 @@ SPEC = EngineSpec(
     flush_path="/reset_prefix_cache",
     flush_needs="VLLM_SERVER_DEV_MODE=1",
     metrics=METRICS,
+    startup_timeout_s=600.0,  # model load + torch.compile + CUDA graph capture take minutes
+    cache_counters=("prefix_cache_hits", "prefix_cache_queries"),
 )

@@ -29,6 +29,9 @@ IGNORED_SUFFIXES = frozenset(
         "duration_s",
         "partial_reason",
         "param_sources",
+        # cache.hit_tokens / queried_tokens are counts the run measured; cache.hit_ratio is the cause
+        "hit_tokens",
+        "queried_tokens",
     }
 )
 IGNORED_PREFIXES = ("experiment.",)

@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from loadgen.cli.store import store_option
-from loadgen.experiments.expand import expand
+from loadgen.experiments.expand import expand, warmup_warnings
 from loadgen.experiments.plan import load_plan
 from loadgen.experiments.plantypes import Plan
 from loadgen.experiments.state import (
@@ -46,7 +46,7 @@ def _status_table(plan: Plan, state: ExperimentState) -> str:
         rows.append(
             [
                 spec.key,
-                entry.get("status", "pending"),
+                "partial" if entry.get("partial") else entry.get("status", "pending"),
                 entry.get("run_id") or "-",
                 f"{cleared} ({cache.get('method') or '-'})",
                 (entry.get("error") or "")[:60],
@@ -100,6 +100,8 @@ def validate(plan_file: str) -> None:
     plan = _plan(plan_file, None)
     runs = expand(plan)
     click.echo(f"{plan_file}: ok, {len(runs)} runs in {len(plan.phases)} phases")
+    for warning in warmup_warnings(plan, runs):
+        click.echo(f"warning: {warning}", err=True)
     for spec in runs:
         click.echo(f"  {spec.key}")
 

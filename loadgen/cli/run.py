@@ -197,6 +197,11 @@ def run(ctx: click.Context, **params: Any) -> None:
     except StoreURLError as exc:
         _fail(ctx, str(exc))
     _raise_fd_limit()
+    from loadgen.workload.warmup import warmup_warning
+
+    burst = warmup_warning(config.warmup, config.max_concurrency)
+    if burst:
+        click.echo(f"warning: {burst}", err=True)
     late = LateSignals()
     show = functools.partial(_show, config, late, json_output=params["json_output"], store=store)
     try:
@@ -233,6 +238,7 @@ def _show(
 ) -> None:
     """Print the summary (before the linger), write the run's row to the results store, say where
     the record went and how long /metrics stays."""
+    from loadgen.results.cache_counters import cache_warning
     from loadgen.run.progress import summary_table
     from loadgen.store.writer import store_run
 
@@ -241,6 +247,9 @@ def _show(
         click.echo(json.dumps(result.summary, indent=2, default=str))
     else:
         click.echo(summary_table(result.summary))
+    warning = cache_warning(result.run_id, result.manifest.get("cache") or {})
+    if warning:
+        click.echo(warning, err=True)
     # the row first: a record not fully written stays the last line the user reads
     store_run(store, config.results_dir, result.run_id, lambda line: click.echo(line, err=True))
     click.echo(results_line(result.result_dir, result.not_written), err=True)

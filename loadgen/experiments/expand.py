@@ -9,6 +9,7 @@ from typing import Any
 from loadgen.analysis.slo import parse_objective
 from loadgen.config import ConfigError, RunConfig
 from loadgen.experiments.plantypes import EngineSpec, PhaseSpec, Plan
+from loadgen.workload.warmup import warmup_warning
 
 # Experiments default to no linger between runs (set `defaults: {linger: 15s}` when Prometheus
 # must scrape each run's last values).
@@ -165,3 +166,21 @@ def check_configs(plan: Plan, runs: list[RunSpec]) -> list[str]:
             if message not in problems:
                 problems.append(message)
     return problems
+
+
+def effective_warmup(plan: Plan, spec: RunSpec) -> int:
+    """The run's warm-up: its `warmup` setting, at least the engine's `warmup_after_launch`."""
+    return max(int(spec.settings.get("warmup") or 0), plan.engines[spec.engine].warmup_after_launch)
+
+
+def warmup_warnings(plan: Plan, runs: list[RunSpec]) -> list[str]:
+    """Concurrency runs whose warm-up is smaller than their concurrency (the start burst measured)."""
+    lines = {phase.name: phase.line for phase in plan.phases}
+    warnings: list[str] = []
+    for spec in runs:
+        concurrency = int(spec.load) if spec.load_kind == "concurrency" else None
+        text = warmup_warning(effective_warmup(plan, spec), concurrency)
+        message = f"{plan.source}:{lines[spec.phase]}: phase {spec.phase!r}: {text}" if text else ""
+        if message and message not in warnings:
+            warnings.append(message)
+    return warnings

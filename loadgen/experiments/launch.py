@@ -8,6 +8,7 @@ are appended as the engine's own flags (infergauge/engines/params.py). Output go
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -23,9 +24,11 @@ from infergauge import engines
 from infergauge.engines.params import to_cmdline
 from infergauge.redact import redact_argv
 from loadgen.experiments.plantypes import EngineSpec
+from loadgen.experiments.startup import read_probe, slow_phase
 
 POLL_S = 0.2
-STOP_GRACE_S = 10.0
+STOP_GRACE_S = 10.0  # for the launcher to stop its own children (SGLang's scheduler) cleanly
+GROUP_GRACE_S = 5.0
 
 
 class EngineFailed(RuntimeError):
@@ -92,37 +95,79 @@ class LaunchedEngine:
         return self.base_url
 
     def _wait_healthy(self) -> None:
+        """Poll until ready (listening, health 200, a model listed); the timeout names the slow phase."""
         assert self.proc is not None
-        url = self.base_url + self.spec.health_path
-        deadline = time.monotonic() + self.spec.health_timeout_s
+        path, timeout_s = self.spec.health_path, self.spec.health_timeout_s
+        deadline = time.monotonic() + timeout_s
+        phase: str | None = "process not started"
         while time.monotonic() < deadline:
             code = self.proc.poll()
             if code is not None:
                 raise EngineFailed(
                     f"engine {self.spec.name!r} exited with code {code} before it became "
-                    f"healthy; see {self.log_path}"
+                    f"healthy ({phase}); see {self.log_path}"
                 )
-            if _healthy(url):
+            phase = slow_phase(read_probe(self.base_url, path), path)
+            if phase is None:
                 return
             time.sleep(POLL_S)
         self.stop()
         raise EngineFailed(
-            f"engine {self.spec.name!r} not healthy at {url} after "
-            f"{self.spec.health_timeout_s:g} s (health_timeout_s); see {self.log_path}"
+            f"engine {self.spec.name!r} not healthy at {self.base_url}{path} after {timeout_s:g} s "
+            f"(health_timeout_s): {phase}; see {self.log_path}"
         )
 
+    def check(self) -> str | None:
+        """None while the engine runs and answers its health path; else what is wrong with it."""
+        if self.proc is None:
+            return f"engine {self.spec.name!r} is not running"
+        code = self.proc.poll()
+        if code is not None:
+            name = self.spec.name
+            return f"engine {name!r} exited with code {code} since its last run; see {self.log_path}"
+        url = self.base_url + self.spec.health_path
+        if not _healthy(url):
+            return f"engine {self.spec.name!r} no longer answers 200 at {url}; see {self.log_path}"
+        return None
+
     def stop(self) -> None:
-        """SIGTERM the engine's process group, SIGKILL after a grace period."""
+        """SIGTERM the launcher process alone (it shuts its own children down), then after a grace
+        period SIGTERM its process group, then SIGKILL what is left of the group."""
         proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
+        if proc is None:
             return
-        for sig, wait_s in ((signal.SIGTERM, STOP_GRACE_S), (signal.SIGKILL, 5.0)):
-            try:
+        if proc.poll() is None:
+            proc.terminate()
+            _wait_exit(proc, STOP_GRACE_S)
+        for sig, wait_s in ((signal.SIGTERM, GROUP_GRACE_S), (signal.SIGKILL, 5.0)):
+            if not _group_alive(proc.pid):
+                break
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                return
-            try:
-                proc.wait(timeout=wait_s)
-                return
-            except subprocess.TimeoutExpired:
-                continue
+            _wait_group(proc, wait_s)
+        proc.poll()  # reap the launcher
+
+
+def _wait_exit(proc: subprocess.Popen[bytes], wait_s: float) -> None:
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=wait_s)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _wait_group(proc: subprocess.Popen[bytes], wait_s: float) -> None:
+    """Until nothing of the group is left (the launcher reaped, its children gone) or `wait_s`."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        proc.poll()  # a zombie launcher keeps the group alive until reaped
+        if not _group_alive(proc.pid):
+            return
+        time.sleep(0.05)

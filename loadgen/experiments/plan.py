@@ -42,7 +42,7 @@ def parse_plan(text: str, source: str = "plan.yaml") -> Plan:
         purpose=check.text(top.get("purpose"), "purpose", ""),
         results_dir=check.text(top.get("results_dir"), "results_dir", "results"),
         on_engine_failure=check.choice(
-            top.get("on_engine_failure"), "on_engine_failure", ON_FAILURE, "continue"
+            top.get("on_engine_failure"), "on_engine_failure", ON_FAILURE, "relaunch"
         ),
         settings=check.settings(top.get("defaults"), "defaults"),
         slo=slo,

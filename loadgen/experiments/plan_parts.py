@@ -6,8 +6,10 @@ import math
 import shlex
 from typing import Any
 
+from infergauge import engines as engine_registry
 from infergauge.engines import detect_cmdline
 from infergauge.engines.base import NEUTRAL_KINDS, NEUTRAL_PARAMS
+from infergauge.engines.base import EngineSpec as EngineDescription
 from loadgen.config import TARGET_NAMES, ConfigError, normalise_keys
 from loadgen.experiments.param_ranges import range_problem
 from loadgen.experiments.plancheck import Checker
@@ -50,6 +52,18 @@ def command_argv(node: Node, check: Checker) -> tuple[str, ...]:
 def _family(argv: tuple[str, ...]) -> str | None:
     spec = detect_cmdline(list(argv))[0]
     return spec.name if spec else None
+
+
+_GENERIC = EngineDescription("generic", "", 0)  # the spec defaults, for an engine outside the registry
+
+
+def _start_defaults(family: str | None, target: str) -> tuple[str, float]:
+    """(readiness path, startup timeout) from the engine spec of the launched engine (or its target)."""
+    for name in (family, target):
+        if name in engine_registry.ENGINES:
+            spec = engine_registry.get(str(name))
+            return spec.readiness_path, spec.startup_timeout_s
+    return _GENERIC.readiness_path, _GENERIC.startup_timeout_s
 
 
 def _default_target(name: str, argv: tuple[str, ...], family: str | None) -> str | None:
@@ -116,6 +130,7 @@ def _engine(check: Checker, name: str, node: Node) -> EngineSpec:
     if not base_url.startswith(("http://", "https://")):
         check.bad(m.get("base_url", node), f"{where}: invalid base_url {base_url!r}: must start with http://")
     env = m.get("env")
+    health_path, timeout_s = _start_defaults(family, str(target))
     return EngineSpec(
         name=name,
         kind=kind,
@@ -124,11 +139,14 @@ def _engine(check: Checker, name: str, node: Node) -> EngineSpec:
         command=argv,
         family=family,
         params=params,
-        health_path=check.text(m.get("health_path"), f"{where} health_path", "/health"),
-        health_timeout_s=check.number(m.get("health_timeout_s"), f"{where} health_timeout_s", 120.0),
+        health_path=check.text(m.get("health_path"), f"{where} health_path", health_path),
+        health_timeout_s=check.number(m.get("health_timeout_s"), f"{where} health_timeout_s", timeout_s),
         restart_between_runs=check.flag(m.get("restart_between_runs"), f"{where} restart_between_runs", True),
         flush_cache=check.flag(m.get("flush_cache"), f"{where} flush_cache", True),
         env={str(k): str(v) for k, v in (env.plain() if env and isinstance(env.value, dict) else {}).items()},
+        warmup_after_launch=int(
+            check.number(m.get("warmup_after_launch"), f"{where} warmup_after_launch", 0, integer=True)
+        ),
     )
 
 

@@ -7,7 +7,9 @@ from typing import Any
 
 PHASE_KINDS = ("baseline", "sensitivity", "scenario")
 ENGINE_KINDS = ("launch", "external")
-ON_FAILURE = ("continue", "stop")
+# relaunch: a launched engine found dead before a run is started again (once per engine group), then
+# as fail; fail (older name: continue): the rest of that engine's runs fail, the plan goes on; stop
+ON_FAILURE = ("relaunch", "fail", "continue", "stop")
 # The seed's length profiles plus a long-tailed and a shared-prefix load (RunConfig overrides).
 BUILTIN_WORKLOADS: dict[str, dict[str, Any]] = {
     "short": {"profile": "short"},
@@ -51,6 +53,7 @@ ENGINE_KEYS = (
     "restart_between_runs",
     "flush_cache",
     "env",
+    "warmup_after_launch",
 )
 PHASE_KEYS = (
     "name",
@@ -81,6 +84,7 @@ class EngineSpec:
     restart_between_runs: bool = True
     flush_cache: bool = True
     env: dict[str, str] = field(default_factory=dict)
+    warmup_after_launch: int = 0  # warm-up requests of a run right after a launch or a flush
 
 
 @dataclass(frozen=True)

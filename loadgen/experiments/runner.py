@@ -3,14 +3,17 @@
 Between runs a launched engine is restarted (or, with `restart_between_runs: false`, has its
 prefix cache flushed) and an external engine has its prefix cache flushed (SGLang
 `POST /flush_cache`, vLLM `POST /reset_prefix_cache`); each run's manifest says what was done in
-`cache` and marks `flushed: false` when the cache could not be cleared. An engine that never
-becomes healthy fails its runs; the plan's `on_engine_failure` says whether the rest continues.
+`cache` and marks `flushed: false` when the cache could not be cleared. Before each run a kept
+launched engine is checked (process alive, health path 200); a dead one is relaunched once
+(`on_engine_failure: relaunch`, the default) or fails the rest of its runs (`fail`), or stops the
+plan (`stop`). An engine that never becomes healthy fails its runs.
 Ctrl-C stops after saving state: finished runs are kept and `loadgen experiment resume` goes on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -20,11 +23,12 @@ import aiohttp
 from infergauge.engines.params import parse_cmdline
 from infergauge.redact import redact_argv, redact_mapping
 from loadgen.config import ConfigError, RunConfig
-from loadgen.experiments.expand import RunSpec, build_config, expand
+from loadgen.experiments.expand import RunSpec, build_config, effective_warmup, expand, warmup_warnings
 from loadgen.experiments.launch import EngineFailed, LaunchedEngine
 from loadgen.experiments.plantypes import EngineSpec, Plan
 from loadgen.experiments.state import DONE, ExperimentState
 from loadgen.records import RunResult
+from loadgen.results.cache_counters import cache_warning
 from loadgen.run.runner import run_benchmark_sync
 from loadgen.targets import get_target
 
@@ -99,11 +103,14 @@ class ExperimentRunner:
         self.api_key = api_key
         self.active: _Active | None = None
         self.failed_groups: dict[tuple[str, str, str], str] = {}
+        self.relaunched: set[tuple[str, str, str]] = set()
 
     def run(self) -> ExperimentState:
         """Execute the plan; raises ExperimentInterrupted / ExperimentStopped after saving state."""
         self.state.status = "running"
         self.state.save()
+        for warning in warmup_warnings(self.plan, expand(self.plan)):
+            self.log(f"warning: {warning}")
         try:
             for spec in expand(self.plan):
                 if self.state.done(spec.key):
@@ -132,7 +139,7 @@ class ExperimentRunner:
     def _one(self, spec: RunSpec) -> None:
         group = (spec.phase, spec.engine, spec.variant)
         if group in self.failed_groups:
-            self.state.record(spec.key, status="skipped", error=self.failed_groups[group])
+            self.state.record(spec.key, status="failed", error=self.failed_groups[group])
             return
         engine = self.plan.engines[spec.engine]
         try:
@@ -147,7 +154,7 @@ class ExperimentRunner:
         self.state.record(spec.key, status="failed", error=error)
         if self.plan.on_engine_failure == "stop":
             raise ExperimentStopped(f"{error} (on_engine_failure: stop)")
-        self.failed_groups[group] = f"skipped: {error}"
+        self.failed_groups[group] = f"not run: {error}"
 
     def _prepare(self, spec: RunSpec, engine: EngineSpec, group: tuple[str, str, str]) -> tuple[str, dict]:
         if engine.kind == "external":
@@ -156,7 +163,10 @@ class ExperimentRunner:
             return engine.base_url.rstrip("/"), self._flush(engine, engine.base_url.rstrip("/"))
         reuse = self.active is not None and self.active.group == group and not engine.restart_between_runs
         if reuse and self.active is not None:
-            return self.active.base_url, self._flush(engine, self.active.base_url)
+            dead = self.active.engine.check() if self.active.engine is not None else None
+            if dead is None:
+                return self.active.base_url, self._flush(engine, self.active.base_url)
+            self._relaunch_or_fail(group, dead)
         self._stop_active()
         launched = LaunchedEngine(engine, spec.params, self.state.directory / f"engine-{spec.engine}.log")
         self.log(f"starting engine {spec.engine} ({spec.variant})")
@@ -169,6 +179,14 @@ class ExperimentRunner:
         detail = f"engine launched fresh: {' '.join(redact_argv(launched.argv))}"
         cache = {"flushed": True, "method": "restart", "detail": detail}
         return base_url, cache
+
+    def _relaunch_or_fail(self, group: tuple[str, str, str], dead: str) -> None:
+        """A kept engine found dead before a run: relaunch it once (on_engine_failure: relaunch)."""
+        self._stop_active()
+        if self.plan.on_engine_failure != "relaunch" or group in self.relaunched:
+            raise EngineFailed(dead)
+        self.relaunched.add(group)
+        self.log(f"warning: {dead}; relaunching it (on_engine_failure: relaunch)")
 
     def _flush(self, engine: EngineSpec, base_url: str) -> dict[str, Any]:
         if not engine.flush_cache:
@@ -189,6 +207,10 @@ class ExperimentRunner:
         extra: dict[str, Any] = {"cache": cache, "experiment": experiment}
         if self.active is not None and self.active.engine is not None and engine.kind == "launch":
             extra["engine"] = launched_engine_facts(self.active.engine.argv)
+        if cache.get("flushed") is True and engine.warmup_after_launch:  # a fresh or emptied engine
+            spec = dataclasses.replace(
+                spec, settings={**spec.settings, "warmup": effective_warmup(self.plan, spec)}
+            )
         config = build_config(
             spec,
             target=engine.target,
@@ -205,6 +227,9 @@ class ExperimentRunner:
             self.state.record(spec.key, status="failed", error=str(exc), cache=cache)
             self.log(f"error: run {spec.key}: {exc}")
             return
+        warning = cache_warning(result.run_id, result.manifest.get("cache") or {})
+        if warning:
+            self.log(warning)
         reason = str(result.summary.get("partial_reason") or "")
         if result.partial and reason.startswith("interrupted"):
             self.state.record(spec.key, status="interrupted", run_id=result.run_id, cache=cache)

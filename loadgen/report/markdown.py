@@ -13,6 +13,7 @@ from loadgen.analysis.series import Series, group_series, run_load
 from loadgen.analysis.slo import Objective, format_seconds
 from loadgen.report.charts import write_charts
 from loadgen.report.results_csv import result_values, results_csv
+from loadgen.results.cache_counters import cache_warning
 from loadgen.results.rundir import RunRecord, atomic_write
 
 RESULT_COLUMNS = (
@@ -33,6 +34,7 @@ RESULT_COLUMNS = (
     "goodput req/s",
     "errors",
     "cache cleared",
+    "cache hits",
 )
 
 
@@ -67,6 +69,12 @@ def _cache(manifest: dict[str, Any]) -> str:
     return {True: f"yes ({method})", False: f"NO ({method})"}.get(flushed, "-")
 
 
+def _cache_hits(manifest: dict[str, Any]) -> str:
+    """`19200 (75%)`: prompt tokens the engine served from its prefix cache during the run."""
+    hits, ratio = _get(manifest, "cache", "hit_tokens"), _get(manifest, "cache", "hit_ratio")
+    return "-" if hits is None else f"{hits} ({_fmt((ratio or 0) * 100, 0)}%)"
+
+
 def _set_sent(configured: Any, measured: Any) -> str:
     """`fixed:64 / 119`: the configured length beside the mean measured per request (usage)."""
     return f"{configured or '-'} / {_fmt(measured, 0)}"
@@ -96,6 +104,7 @@ def result_row(record: RunRecord, series: Series) -> dict[str, str]:
         "goodput req/s": _fmt(s.get("goodput")),
         "errors": f"{_get(s, 'requests', 'failed') or 0} ({_fmt((s.get('error_rate') or 0) * 100, 1)}%)",
         "cache cleared": _cache(m),
+        "cache hits": _cache_hits(m),
     }
 
 
@@ -225,9 +234,15 @@ def _warnings(records: list[RunRecord]) -> list[str]:
         for r in records
         if _get(r.manifest, "cache", "flushed") is False
     ]
+    notes += [f"- {warning.removeprefix('warning: ')}" for warning in _warm_runs(records)]
     notes += workload_mismatches(records)
     notes += _exporter_checks(records)
     return ["## Warnings", "", *notes] if notes else []
+
+
+def _warm_runs(records: list[RunRecord]) -> list[str]:
+    warnings = (cache_warning(r.run_id, r.manifest.get("cache") or {}) for r in records)
+    return [w for w in warnings if w]
 
 
 def definition_of(manifest: dict[str, Any]) -> str:

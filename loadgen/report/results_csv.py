@@ -36,6 +36,8 @@ NUMERIC_COLUMNS = (
     "schedule_lag_p99_s",
     "slot_wait_p99_s",
     "cache_flushed",  # 1 cleared before the run, 0 the clearing failed, empty not asked
+    "cache_hit_tokens",  # prompt tokens the engine served from its prefix cache during the run
+    "cache_hit_ratio",  # cache_hit_tokens / prompt tokens looked up (the engine's own counters)
 )
 COLUMNS = (*TEXT_COLUMNS, *NUMERIC_COLUMNS)
 
@@ -96,6 +98,8 @@ def result_values(record: RunRecord, series: Series) -> dict[str, Any]:
         "mean_output_tokens": s.get("mean_output_tokens"),
         **_latencies(s),
         "cache_flushed": _get(m, "cache", "flushed"),
+        "cache_hit_tokens": _get(m, "cache", "hit_tokens"),
+        "cache_hit_ratio": _get(m, "cache", "hit_ratio"),
     }
     return {**text, **{k: _number(v) for k, v in numbers.items()}}
 

@@ -75,6 +75,9 @@ CSV_COLUMNS = (
     "e2e_p99_s",
     "schedule_lag_p99_s",
     "slot_wait_p99_s",
+    "cache_flushed",
+    "cache_hit_tokens",
+    "cache_hit_ratio",
     "gpu_name",
     "gpu_count",
     "tensor_parallel_size",
@@ -209,6 +212,8 @@ def csv_row(manifest: dict[str, Any], summary: dict[str, Any], result_dir: Path)
                 row[key] = _dig(summary, f"{metric}_s", stat)
     row["schedule_lag_p99_s"] = _dig(summary, "schedule_lag_s", "p99")
     row["slot_wait_p99_s"] = _dig(summary, "slot_wait_s", "p99")
+    for key in ("flushed", "hit_tokens", "hit_ratio"):
+        row[f"cache_{key}"] = _dig(manifest, "cache", key)
     return {k: row.get(k) for k in CSV_COLUMNS}
 
 

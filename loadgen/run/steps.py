@@ -15,6 +15,7 @@ import aiohttp
 import loadgen.run.annotations as grafana_notes
 from loadgen.config import ConfigError, RunConfig
 from loadgen.records import RunResult
+from loadgen.results.cache_counters import CacheCounters, cache_facts, engine_counters
 from loadgen.results.journal import Journal
 from loadgen.results.manifest import public_url
 from loadgen.results.record import ManifestFacts, build_manifest, write_run
@@ -60,6 +61,7 @@ class RunContext:
     on_result: OnResult | None = None
     shard: ShardPlan | None = None  # this process sends one slice of the run (loadgen.workload.shard)
     manifest_extra: dict[str, Any] = field(default_factory=dict)  # top-level manifest blocks (`shard`)
+    cache_counters: list[CacheCounters | None] = field(default_factory=list)  # /metrics at start, end
 
     @property
     def text(self) -> str:
@@ -94,6 +96,8 @@ async def _prepare(ctx: RunContext) -> Run:
         raise ConfigError(f"{ctx.base_url}/v1/models lists no model: pass --model")
     async with aiohttp.ClientSession() as plain:  # never send the engine's API key to the exporter
         ctx.exporter = await attach_exporter(plain, ctx.config.exporter_url, ctx.base_url)
+    await _read_cache_counters(ctx)
+    ctx.workload.clip_to_model_len(meta.max_model_len)  # before the first request is drawn
     run = ctx.run = Run(ctx.config, ctx.run_id, ctx.progress)
     if ctx.shard is not None:
         run.indices = ctx.shard.indices(ctx.shard.index + len(ctx.schedule) * ctx.shard.count)
@@ -119,6 +123,15 @@ def _start_record(ctx: RunContext) -> Journal:
             f"cannot write {str(run_dir / 'manifest.json')!r} ({exc.strerror}): pass another --results-dir"
         ) from None
     return Journal(run_dir / "requests.jsonl")
+
+
+async def _read_cache_counters(ctx: RunContext) -> None:
+    """The engine's prefix-cache counters now (from its /metrics), kept for the run's `cache` facts."""
+    assert ctx.meta_session is not None
+    assert ctx.meta is not None
+    ctx.cache_counters.append(
+        await engine_counters(ctx.meta_session, ctx.base_url, ctx.meta.speaks, ctx.meta.engine)
+    )
 
 
 async def _announce(ctx: RunContext, run: Run) -> None:
@@ -157,6 +170,7 @@ async def _measure(ctx: RunContext, run: Run) -> None:
         run, ctx.target, ctx.workload, ctx.model, ctx.schedule
     )
     ctx.ended = datetime.now(UTC)
+    await _read_cache_counters(ctx)
     if run.journal is not None:
         run.journal.flush()
         run.journal.close()
@@ -185,6 +199,8 @@ def _record(ctx: RunContext, run: Run) -> RunResult:
     facts = ManifestFacts(ctx.workload, ctx.fingerprint, sent_schedule, ctx.meta, ctx.base_url, *ctx.exporter)
     manifest = build_manifest(config, run_id, facts, ctx.started, ctx.ended, run.stop_reason)
     manifest.update(ctx.manifest_extra)
+    summary["cache"] = cache_facts(ctx.cache_counters)
+    manifest["cache"] = {**manifest["cache"], **summary["cache"]}
     lines = run.journal.lines if run.journal is not None else None
     written = write_run(Path(config.results_dir), run_id, manifest, summary, records, ctx.start_ns, lines)
     exit_code = 1 if run.stop_reason or summary["error_rate"] > config.max_error_rate else 0

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from loadgen.config import RunConfig
+from loadgen.workload.clip import clip_lengths, clip_needed
 from loadgen.workload.dataset import read_dataset
 from loadgen.workload.distributions import LengthDist, parse_length
 
@@ -99,6 +100,25 @@ class SyntheticWorkload:
         self.prefix_len = config.shared_prefix_len if self.name == "shared-prefix" else 0
         self.groups = config.shared_prefix_groups
         self._prefixes: dict[int, list[int] | str] = {}
+        self.clip_to: int | None = None  # the engine's max_model_len, when lengths can exceed it
+        self.clipped: set[int] = set()  # indexes of the requests drawn longer than clip_to
+
+    def clip_to_model_len(self, max_model_len: int | None) -> None:
+        """Clip input + output to the engine's model length from now on, when they can exceed it."""
+        needed = max_model_len is not None and clip_needed(
+            self.input_dist, self.output_dist, self.prefix_len, max_model_len
+        )
+        self.clip_to = max_model_len if needed else None
+
+    def _lengths(self, index: int, rng: random.Random) -> tuple[int, int]:
+        n_in, n_out = self.input_dist.sample(rng), self.output_dist.sample(rng)
+        if self.clip_to is None:
+            return n_in, n_out
+        total_in, clipped_out = clip_lengths(self.prefix_len + n_in, n_out, self.clip_to)
+        clipped_in = max(1, total_in - self.prefix_len)
+        if (clipped_in, clipped_out) != (n_in, n_out):
+            self.clipped.add(index)
+        return clipped_in, clipped_out
 
     def _prefix(self, group: int) -> list[int] | str:
         if group not in self._prefixes:
@@ -110,7 +130,7 @@ class SyntheticWorkload:
     def request(self, index: int) -> RequestSpec:
         """The index-th request (deterministic in seed, options and index)."""
         rng = random.Random(f"{self.seed}:req:{index}")
-        n_in, n_out = self.input_dist.sample(rng), self.output_dist.sample(rng)
+        n_in, n_out = self._lengths(index, rng)
         body: list[int] | str = _text(rng, n_in) if self.as_text else _token_ids(rng, n_in)
         if not self.prefix_len:
             return RequestSpec(index, body, n_in, n_out, input_len_exact=not self.as_text)
@@ -132,7 +152,10 @@ class SyntheticWorkload:
         }
         if self.prefix_len:
             out.update(shared_prefix_len=self.prefix_len, shared_prefix_groups=self.groups)
-        return {**out, "definition_fingerprint": definition_fingerprint(out)}
+        if self.clip_to is not None:  # part of the definition: the same draws, clipped the same way
+            out["clipped_to_max_model_len"] = self.clip_to
+        clipped = {"clipped_requests": len(self.clipped)} if self.clip_to is not None else {}
+        return {**out, "definition_fingerprint": definition_fingerprint(out), **clipped}
 
 
 class JsonlWorkload:
@@ -165,6 +188,9 @@ class JsonlWorkload:
             messages=record.messages,
             input_len_exact=False,
         )
+
+    def clip_to_model_len(self, max_model_len: int | None) -> None:
+        """A dataset is sent as written (its records' lengths are the point): never clipped."""
 
     @property
     def draws_output_len(self) -> bool:

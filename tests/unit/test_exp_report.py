@@ -146,3 +146,18 @@ def test_cost_formula_matches_the_seed():
     assert cost_per_million_tokens(20, 0) is None
     assert max_num_seqs_advice(64) == 51
     assert max_num_seqs_advice(None) is None
+
+
+def test_cache_hits_and_warm_runs_reach_the_report(runs, tmp_path):
+    # issue 11 item 5: a run meant to be cold (restarted) that hit 750 of 1000 prompt tokens
+    runs[0].manifest["cache"].update(hit_tokens=750, queried_tokens=1000, hit_ratio=0.75)
+    runs[1].manifest["cache"].update(hit_tokens=0, queried_tokens=1000, hit_ratio=0.0)
+    out = tmp_path / "r"
+    text = write_report(runs[:2], out, ReportOptions(title="t")).read_text()
+    assert "| 750 (75%) |" in text
+    assert "| 0 (0%) |" in text
+    assert "- run vllm-1 measured a warm prefix cache: 750 of 1000 prompt tokens (75%)" in text
+    assert "run vllm-4 measured" not in text
+    rows = list(csv.DictReader((out / "results.csv").open()))
+    assert [float(r["cache_hit_ratio"]) for r in rows] == [0.75, 0.0]
+    assert [int(float(r["cache_hit_tokens"])) for r in rows] == [750, 0]
