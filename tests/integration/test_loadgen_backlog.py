@@ -14,6 +14,7 @@ from loadgen.records import RequestRecord
 from loadgen.run import measure
 from loadgen.run.backlog import Bound, held_bytes
 from loadgen.run.measure import Run
+from loadgen.run.progress import summary_table
 from loadgen.run.runner import run_benchmark
 from tests.conftest import GOLDEN_SSE_STREAMS
 from tests.loadgen_servers import FakeEngine, golden_body, serve
@@ -86,6 +87,7 @@ async def test_a_client_under_its_bound_is_not_saturated(tmp_path):
     assert sat["saturated"] is False
     assert sat["saturated_s"] == 0
     assert sat["peak_backlog_requests"] <= 1
+    assert "CLIENT SATURATED" not in summary_table(result.summary)
 
 
 async def test_a_saturated_run_reports_client_saturated(tmp_path, monkeypatch, capsys):
@@ -103,3 +105,4 @@ async def test_a_saturated_run_reports_client_saturated(tmp_path, monkeypatch, c
     assert stored["client_saturated"] == sat
     assert result.summary["requests"]["ok"] == 128
     assert "client is saturated" in capsys.readouterr().err
+    assert "CLIENT SATURATED" in summary_table(result.summary)
