@@ -22,8 +22,8 @@ MB = 1e6
 class Bound:
     """The most finished-but-unparsed requests (and bytes of their raw reads) held at once."""
 
-    requests: int = 1024
-    bytes: int = 64_000_000
+    requests: int = 512
+    bytes: int = 32_000_000
 
     def __post_init__(self) -> None:
         if self.requests < 1 or self.bytes < 1:
