@@ -254,7 +254,7 @@ def _memory_child(
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     config = RunConfig(
-        target="vllm",
+        target=DEFAULT_PERSONALITY,  # as in _client_run
         base_url=url,
         model="bench",
         metrics_port=0,
