@@ -156,6 +156,8 @@ def latency_vs_load(series: list[Series], kind: str, objective: Objective | None
             sla = [_sla_line(ax, objective, vertical=False)]
         if loads and max(loads) / min(loads) >= 8:
             ax.set_xscale("log", base=2)
+        elif loads:
+            ax.set_xlim(0.0, max(loads) * 1.1)  # a single load reads as its value, not as a lone tick
         _labels(ax, f"{title} percentiles vs {kind}", LOAD_AXIS.get(kind, kind), f"{title} (s)")
     colours = [Line2D([], [], color=_color(i), linewidth=2, label=s.label) for i, s in enumerate(series)]
     styles = [
