@@ -56,16 +56,18 @@ def _sla_line(ax: Axes, objective: Objective, *, vertical: bool) -> Line2D:
         line = ax.axvline(limit, color=SLA_COLOR, linestyle="--", linewidth=1.5)
         low, high = ax.get_xlim()
         ax.set_xlim(min(low, 0.0), max(high, limit * 1.15))
-        ax.text(
-            limit,
-            0.02,
-            f"SLA {objective.label} ",
+        ax.annotate(
+            f"SLA {objective.label}",
+            (limit, 0.02),
+            xycoords=ax.get_xaxis_transform(),
+            xytext=(-3, 0),
+            textcoords="offset points",
             color=SLA_COLOR,
             fontsize=8,
-            transform=ax.get_xaxis_transform(),
-            ha="right",
+            ha="left",  # in the unrotated frame: the text runs up from the anchor, left of the line
             va="bottom",
             rotation=90,
+            rotation_mode="anchor",
         )
     else:
         line = ax.axhline(limit, color=SLA_COLOR, linestyle="--", linewidth=1.5)
@@ -112,7 +114,7 @@ def throughput_vs_latency(series: list[Series], kind: str, objective: Objective 
                 fontsize=7,
                 color=_color(index),
             )
-    ax.set_ylim(bottom=0.0)
+    ax.set_ylim(0.0, ax.get_ylim()[1] * 1.06)  # room above the top point for its load label
     if objective is not None and objective.stat == "p99":
         handles.append(_sla_line(ax, objective, vertical=True))
     _labels(
