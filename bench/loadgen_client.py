@@ -10,7 +10,10 @@ Figures printed (nothing here is hard-coded; every number is measured on this ma
      client-measured TTFT minus the server's true first-token send time (p50, p99), client CPU ms/request,
      for each `--http-client` (aiohttp, raw);
   2. ITL error against the server's true send times with 64 streams (256 tokens at 2 ms);
-  3. share of the server's token rate the client ingests with 64/256/1024 streams (256 tokens at 2 ms).
+  3. share of the server's token rate the client ingests with 64/256/1024 streams (256 tokens at 2 ms);
+  4. memory under saturation: max RSS and its growth (MB/s over the second half of the run) with 256
+     and 1,024 streams of 256 tokens held for BENCH_SECONDS, beside the token rate and the run's
+     `client_saturated` figures (time over the unparsed-backlog bound, peak backlog).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import multiprocessing as mp
 import os
 import resource
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
@@ -204,6 +208,98 @@ async def _client_run(url: str, out_dir: str, **kw: Any) -> tuple[Any, float, li
     return result, cpu_s, lines
 
 
+class RssSampler:
+    """Samples this process's resident set size (/proc/self/statm) every `every_s` in a thread."""
+
+    def __init__(self, every_s: float = 0.1) -> None:
+        self.every_s, self.samples = every_s, []  # (perf_counter seconds, RSS bytes)
+        self.page = os.sysconf("SC_PAGE_SIZE")
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self.done.wait(self.every_s):
+            with open("/proc/self/statm") as fh:
+                self.samples.append((time.perf_counter(), int(fh.read().split()[1]) * self.page))
+
+    def __enter__(self) -> RssSampler:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.thread.join()
+
+    def max_mb(self) -> float:
+        """The largest RSS sampled, MB."""
+        return max((rss for _, rss in self.samples), default=0) / 1e6
+
+    def growth_mb_s(self) -> float:
+        """Least-squares slope of RSS over the second half of the samples, MB/s (flat: about 0)."""
+        half = self.samples[len(self.samples) // 2 :]
+        if len(half) < 2:
+            return float("nan")
+        mean_t = sum(t for t, _ in half) / len(half)
+        mean_r = sum(r for _, r in half) / len(half)
+        num = sum((t - mean_t) * (r - mean_r) for t, r in half)
+        den = sum((t - mean_t) ** 2 for t, _ in half)
+        return num / den / 1e6 if den else float("nan")
+
+
+def _memory_child(
+    conn: Connection, url: str, out_dir: str, client: str, streams: int, seconds: float
+) -> None:
+    """One memory measurement in a fresh interpreter (RSS freed by an earlier run is not given back)."""
+    os.sched_setaffinity(0, {CLIENT_CPU})
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    config = RunConfig(
+        target=DEFAULT_PERSONALITY,  # as in _client_run
+        base_url=url,
+        model="bench",
+        metrics_port=0,
+        linger_s=0,
+        results_dir=out_dir,
+        input_len="fixed:32",
+        max_error_rate=1.0,
+        duration_s=seconds,
+        max_concurrency=streams,
+        output_len="fixed:256",
+        request_timeout_s=120.0,
+        http_client=client,
+    )
+    with RssSampler() as rss:
+        result = evloop.run(run_benchmark(config, progress=False))
+    start_mb = rss.samples[0][1] / 1e6 if rss.samples else float("nan")
+    sat = result.summary.get("client_saturated") or {}
+    tok = result.summary["output_token_throughput"]
+    conn.send((tok, start_mb, rss.max_mb(), rss.growth_mb_s(), sat))
+
+
+def memory_figures(out_dir: str, seconds: float) -> None:
+    """Figure 4: max RSS and its growth with 256 and 1,024 streams held for `seconds`."""
+    print(
+        "client   streams  client_tok/s  rss_start_mb  max_rss_mb  rss_growth_mb/s  "
+        "saturated_s  peak_backlog_req  peak_backlog_mb"
+    )
+    nan, spawn = float("nan"), mp.get_context("spawn")
+    with ServerProcess(ttft_s=0.002, itl_s=0.002) as server:
+        for client, streams in [(c, n) for c in HTTP_CLIENTS for n in (256, 1024)]:
+            parent, child = spawn.Pipe()
+            proc = spawn.Process(
+                target=_memory_child, args=(child, server.url, out_dir, client, streams, seconds)
+            )
+            proc.start()
+            tok, start_mb, max_mb, growth, sat = parent.recv()
+            proc.join(30)
+            server.dump()  # drop the server's stamps (not needed here)
+            print(
+                f"{client:<7}  {streams:>7}  {tok:12.0f}  {start_mb:12.0f}  {max_mb:10.0f}  {growth:15.1f}  "
+                f"{sat.get('saturated_s', nan):11.1f}  {sat.get('peak_backlog_requests', -1):16d}  "
+                f"{sat.get('peak_backlog_mb', nan):15.1f}"
+            )
+
+
 async def _loop_name() -> str:
     return evloop.loop_name()
 
@@ -376,6 +472,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as out_dir:
         rate_figures(out_dir, seconds)
         stream_figures(out_dir)
+        memory_figures(out_dir, seconds)
     baseline_figures(seconds)
 
 

@@ -82,8 +82,12 @@ def merge(shards: Sequence[ShardRecord]) -> Merged:
     complete = not missing
     merged_schedule = schedule_fingerprint([round(x["scheduled_s"] * NS) for x in lines])
     if complete and merged_schedule != shard["run_schedule_fingerprint"]:
-        raise MergeError(f"the merged schedule {merged_schedule} is not the run's {shard['run_schedule_fingerprint']}")
-    reason = None if complete else "shards not whole: " + "; ".join(f"{i} {why}" for i, why in missing.items())
+        raise MergeError(
+            f"the merged schedule {merged_schedule} is not the run's {shard['run_schedule_fingerprint']}"
+        )
+    reason = (
+        None if complete else "shards not whole: " + "; ".join(f"{i} {why}" for i, why in missing.items())
+    )
     section = {
         "count": shard["count"],
         "assignment": shard["assignment"],
@@ -129,7 +133,9 @@ def _summary(
 ) -> dict[str, Any]:
     base = shards[0]
     cfg = base.manifest.get("config") or {}
-    head = {k: base.summary.get(k) for k in ("run_id", "target", "engine", "model", "scenario", "experiment_id")}
+    head = {
+        k: base.summary.get(k) for k in ("run_id", "target", "engine", "model", "scenario", "experiment_id")
+    }
     head.update(
         partial=reason is not None,
         partial_reason=reason,
@@ -142,7 +148,28 @@ def _summary(
     )
     lag = section["skew"]["first_send_lag_s"]
     facts = {**section, "first_send_lag_s": describe(v for v in lag.values() if v is not None)}
-    return {**head, **summarize(records, cfg.get("slo") or {}), "shards": facts}
+    saturation = client_saturation(shards)
+    extra = {"client_saturated": saturation} if saturation is not None else {}
+    return {**head, **summarize(records, cfg.get("slo") or {}), **extra, "shards": facts}
+
+
+def client_saturation(shards: Sequence[ShardRecord]) -> dict[str, Any] | None:
+    """The run's `client_saturated`: the worst shard's figures (longest time saturated, highest peak,
+    episodes summed), saturated when any shard's client was, and each shard's own under `shards`."""
+    per = {str(s.index): s.summary["client_saturated"] for s in shards if s.summary.get("client_saturated")}
+    if not per:
+        return None  # shards from before the backlog was bounded, or crashed ones
+    values = list(per.values())
+    worst = {key: max(v.get(key) or 0 for v in values) for key in ("saturated_s", "peak_backlog_requests")}
+    return {
+        "saturated": any(v.get("saturated") for v in values),
+        **worst,
+        "episodes": sum(v.get("episodes") or 0 for v in values),
+        "peak_backlog_mb": max(v.get("peak_backlog_mb") or 0.0 for v in values),
+        "bound_requests": values[0].get("bound_requests"),
+        "bound_mb": values[0].get("bound_mb"),
+        "shards": per,
+    }
 
 
 def _manifest(
@@ -180,4 +207,6 @@ def write_merged(results_dir: str | Path, merged: Merged, inputs: Sequence[Path]
     for path in inputs:
         if path.resolve() == target:
             raise MergeError(f"--results-dir {str(results_dir)!r} would overwrite shard record {str(path)!r}")
-    return write_run(Path(results_dir), merged.run_id, merged.manifest, merged.summary, merged.records, 0, merged.lines)
+    return write_run(
+        Path(results_dir), merged.run_id, merged.manifest, merged.summary, merged.records, 0, merged.lines
+    )

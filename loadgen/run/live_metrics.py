@@ -195,6 +195,9 @@ class LiveMetrics:
         self.target_rate = gauge("loadgen_target_request_rate", "Asked request rate (req/s; +Inf for inf).")
         self.max_concurrency = gauge("loadgen_max_concurrency", "Concurrency cap (0 = none).")
         self.loop_lag = gauge("loadgen_event_loop_lag_seconds", "Latest event-loop wake-up delay.")
+        self.unparsed_backlog = gauge(
+            "loadgen_unparsed_backlog_requests", "Finished requests whose raw reads wait to be parsed."
+        )
         self.start_ts = gauge("loadgen_run_start_timestamp_seconds", "Run start (Unix time).")
         self.watch = ScrapeWatch()
         self.end_ts = EndMark(

@@ -18,6 +18,7 @@ from typing import Any
 from loadgen.config import RunConfig
 from loadgen.records import RequestRecord
 from loadgen.results.journal import Journal
+from loadgen.run.backlog import Backlog, Bound, held_bytes, warning
 from loadgen.run.live_metrics import LiveMetrics
 from loadgen.run.progress import Counts, Progress
 from loadgen.stats import meets_slo
@@ -32,6 +33,7 @@ SWITCH_INTERVAL_S = 0.0002  # GIL hand-over delay during a run (Python's default
 FINISH_SLICE_NS = 200_000  # parsing of finished requests between two yields to the event loop
 _BODY = json.JSONEncoder(separators=(",", ":")).encode  # json.dumps less a new encoder per call
 GC_TICKS = 240  # monitor ticks (0.25 s) between garbage collections during a run (see paced_gc)
+BACKLOG_BOUND = Bound()  # finished requests held unparsed at most (see backlog.py)
 
 
 class Run:
@@ -49,7 +51,8 @@ class Run:
         self.start_ns = 0
         self.specs: list[RequestSpec] = []
         self.dispatch_task: asyncio.Task[None] | None = None
-        self.finished_queue: asyncio.Queue[RequestRecord] = asyncio.Queue()
+        self.finished_queue: asyncio.Queue[tuple[RequestRecord, int]] = asyncio.Queue()
+        self.backlog = Backlog(BACKLOG_BOUND)
         self.hurry = False  # a second interrupt: no linger
         self.journal: Journal | None = None  # requests.jsonl while the run goes (crash-safe record)
         self.indices: Sequence[int] | None = None  # a shard's global request indices (None: 0, 1, ...)
@@ -57,29 +60,51 @@ class Run:
 
     def on_done(self, record: RequestRecord) -> None:
         """A request finished: queue it for parsing (kept off the hot path while streams run)."""
-        self.finished_queue.put_nowait(record)
+        size = held_bytes(record.raw)
+        self.backlog.add(size)
+        self.finished_queue.put_nowait((record, size))
 
     async def finisher(self) -> None:
         """Parse finished requests in slices of about FINISH_SLICE_NS, yielding to the event loop
-        between slices so reads of other streams are stamped and sends go out in between."""
+        between slices so reads of other streams are stamped and sends go out in between; while the
+        backlog is over its bound, parse without yielding until it is drained (backlog.py)."""
         queue = self.finished_queue
         now = time.perf_counter_ns
         while True:
-            record = await queue.get()
+            item = await queue.get()
             until = now() + FINISH_SLICE_NS
             while True:
-                try:
-                    self.account(finalize(record))
-                    if self.journal is not None:
-                        self.journal.add(record, self.start_ns)
-                finally:
-                    queue.task_done()
+                self._parse(*item)
                 if queue.empty():
                     break  # the next `get` yields to the event loop
-                if now() >= until:
+                if now() >= until and self._may_yield(now()):
                     await asyncio.sleep(0)  # more is waiting: let reads and sends go first
                     until = now() + FINISH_SLICE_NS
-                record = queue.get_nowait()
+                item = queue.get_nowait()
+            self.backlog.leave(now())
+
+    def _parse(self, record: RequestRecord, size: int) -> None:
+        try:
+            self.account(finalize(record))
+            if self.journal is not None:
+                self.journal.add(record, self.start_ns)
+        finally:
+            self.backlog.remove(size)
+            self.finished_queue.task_done()
+
+    def _may_yield(self, now_ns: int) -> bool:
+        """False while the backlog is over its bound and not yet drained: parse before reading more."""
+        backlog = self.backlog
+        if backlog.saturated:
+            if not backlog.drained():
+                return False
+            backlog.leave(now_ns)
+            return True
+        if backlog.over():
+            if backlog.enter(now_ns):
+                print(warning(backlog), file=sys.stderr, flush=True)
+            return False
+        return True
 
     def account(self, record: RequestRecord) -> None:
         """Account a parsed request; stop the run when the error budget is exhausted."""
@@ -127,6 +152,7 @@ class Run:
             if self.metrics is not None:
                 self.metrics.loop_lag.set(lag)
                 self.metrics.in_flight.set(d.active if d is not None else 0)
+                self.metrics.unparsed_backlog.set(self.backlog.requests)
             if d is not None:
                 self.progress.update(Counts(self.finished, total, d.active, self.failed))
 

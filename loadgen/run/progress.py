@@ -128,6 +128,18 @@ def summary_table(s: dict[str, Any]) -> str:
         row(f"P90 {short} (ms):", _ms(d["p90"]))
         row(f"P99 {short} (ms):", _ms(d["p99"]))
     rows.append(_section("", fill="="))
+    if (sat := s.get("client_saturated") or {}).get("saturated"):
+        rows.append(saturation_line(sat))
     if s.get("partial"):
         rows.append(f"PARTIAL RESULT: {s.get('partial_reason')}")
     return "\n".join(rows)
+
+
+def saturation_line(sat: dict[str, Any]) -> str:
+    """The console's warning that loadgen's own core set the pace (summary `client_saturated`)."""
+    return (
+        f"CLIENT SATURATED for {sat['saturated_s']:.1f} s: unparsed backlog peaked at "
+        f"{sat['peak_backlog_requests']} requests / {sat['peak_backlog_mb']:.0f} MB "
+        f"(bound {sat['bound_requests']} / {sat['bound_mb']:.0f} MB); loadgen's core, not the server, "
+        "limited throughput while it lasted"
+    )

@@ -195,6 +195,7 @@ def _record(ctx: RunContext, run: Run) -> RunResult:
         run.stop_reason,
         run.dispatcher.peak_in_flight,
     )
+    summary["client_saturated"] = run.backlog.report()
     sent_schedule = ctx.schedule[: len(records)]
     facts = ManifestFacts(ctx.workload, ctx.fingerprint, sent_schedule, ctx.meta, ctx.base_url, *ctx.exporter)
     manifest = build_manifest(config, run_id, facts, ctx.started, ctx.ended, run.stop_reason)

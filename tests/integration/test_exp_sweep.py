@@ -92,7 +92,11 @@ def test_sweep_finds_the_knee_at_max_num_seqs_and_reports_it(tmp_path: Path):
         ],
     )
     assert rep.exit_code == 0, rep.output
-    for png in ("throughput_vs_p99.png", "latency_vs_load.png", "ttft_tpot_distribution.png"):
+    for png in (
+        "throughput_vs_p99_concurrency.png",
+        "latency_vs_concurrency.png",
+        "ttft_tpot_distribution_concurrency.png",
+    ):
         assert (out / png).read_bytes()[:4] == b"\x89PNG"
     rows = {row["run_id"]: row for row in csv.DictReader((out / "results.csv").open())}
     assert set(rows) == set(run_ids)

@@ -82,7 +82,11 @@ def test_report_files_tables_and_facts(runs, tmp_path):
         cost_per_hour=20.0,
     )
     text = write_report(runs, out, options).read_text()
-    for png in ("throughput_vs_p99.png", "latency_vs_load.png", "ttft_tpot_distribution.png"):
+    for png in (
+        "throughput_vs_p99_concurrency.png",
+        "latency_vs_concurrency.png",
+        "ttft_tpot_distribution_concurrency.png",
+    ):
         data = (out / png).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n"
         assert len(data) > 10_000

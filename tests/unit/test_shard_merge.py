@@ -106,3 +106,30 @@ def test_a_shard_that_sent_less_than_its_slice_makes_the_run_partial() -> None:
     merged = merge([shard(0, NS), short])
     assert merged.summary["partial_reason"] == "shards not whole: 1 sent 1 of its 2 requests"
     assert merged.manifest["workload"]["fingerprint"] is None
+
+
+def _saturation(saturated_s: float, peak: int) -> dict[str, Any]:
+    return {
+        "saturated": saturated_s > 0,
+        "saturated_s": saturated_s,
+        "episodes": int(saturated_s > 0),
+        "peak_backlog_requests": peak,
+        "peak_backlog_mb": peak / 10,
+        "bound_requests": 512,
+        "bound_mb": 32.0,
+    }
+
+
+def test_a_saturated_shard_makes_the_merged_run_client_saturated() -> None:
+    calm, busy = shard(0, base_ns=5 * NS), shard(1, base_ns=900 * NS)
+    calm.summary["client_saturated"] = _saturation(0.0, 40)
+    busy.summary["client_saturated"] = _saturation(2.5, 700)
+    sat = merge([calm, busy]).summary["client_saturated"]
+    assert sat["saturated"] is True
+    assert (sat["saturated_s"], sat["peak_backlog_requests"], sat["episodes"]) == (2.5, 700, 1)
+    assert sat["shards"] == {"0": calm.summary["client_saturated"], "1": busy.summary["client_saturated"]}
+
+
+def test_shards_without_saturation_figures_merge_without_them() -> None:
+    merged = merge([shard(0, base_ns=5 * NS), shard(1, base_ns=900 * NS)])
+    assert "client_saturated" not in merged.summary
