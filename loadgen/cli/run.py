@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import resource
 import signal
@@ -190,6 +191,13 @@ def run(ctx: click.Context, **params: Any) -> None:
         shard, workers = shard_plan(params, os.environ), worker_count(params.get("workers"))
         if shard is not None and workers is not None:
             raise ConfigError("--workers runs every shard on this host: give it or --shard, not both")
+        if workers is not None:  # checked here, before any warning: a bad flag is one line
+            from loadgen.scale.workers import concurrency_shares
+
+            concurrency_shares(config.max_concurrency, workers)
+        unknown_length = config.total_requests is None and math.isinf(config.rate)
+        if (shard is not None or workers is not None) and unknown_length:
+            raise ConfigError("a sharded run needs a known schedule: give --num-prompts or a finite --rate")
     except (ConfigError, click.UsageError) as exc:
         _fail(ctx, str(exc) if isinstance(exc, ConfigError) else exc.format_message())
     try:
