@@ -1,0 +1,335 @@
+"""`python -m bench scaling`: loadgen's ceiling with `--workers 1, 2, 4, 8` (issue #14, many-core host).
+
+S fast servers (bench.loadgen_client's FastServer, each in its own process pinned to its own core) all
+listen on ONE port with SO_REUSEPORT, so Linux spreads the client's connections over them; each stamps
+the true send time of every chunk (perf_counter_ns: CLOCK_MONOTONIC, shared by every process on the
+host) per X-Request-Id, and the union of their dumps is the ground truth. `loadgen run --workers N`
+runs as a subprocess pinned to cores 0..N-1. The merged record's `*_ns` count from the run's common
+start (`--start-at`, mapped to perf_counter_ns by `loadgen.workload.shard.perf_base`), so the bench adds
+`perf_base(start_at)` back before comparing with the servers' stamps (the wall/monotonic drift between
+the run's start and the analysis is microseconds on one host).
+Figures: per (workers, rate): achieved rate, schedule-lag p99, TTFT error p99 (client first token minus
+the server's true send), client CPU ms/request (the `loadgen run` process tree, RUSAGE_CHILDREN: it
+includes interpreter start-up), the busiest server's CPU share (its CPU seconds over the servers'
+serving span, first token sent to last: start-up idling excluded); per (workers, streams):
+client-ingested vs server-sent tokens/s; and a ceiling line per worker count. With SCALING_GRID=small
+the grid is reduced (workers 1, 2; rates 100, 200; 64 streams; one server; cores shared) to exercise
+the code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import multiprocessing as mp
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from bench.loadgen_client import FastServer, _Conn
+from loadgen.stats import percentile
+from loadgen.workload.shard import parse_start_at, perf_base
+
+LOADGEN = "import sys; from loadgen.cli.main import main; sys.argv[0] = 'loadgen'; main()"
+MIN_CORES = 8
+MAX_SERVERS = 8
+SUSTAINED_SHARE = 0.99  # achieved >= 99% of asked
+LAG_LIMIT_MS = 2.0
+SERVER_BUSY = 0.9  # a server's CPU share above this: the server, not loadgen, may be the limit
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The points to run: worker counts, rates (req/s), concurrent-stream counts, server count."""
+
+    workers: tuple[int, ...]
+    rates: tuple[int, ...]
+    streams: tuple[int, ...]
+    servers: int
+    label: str
+
+
+@dataclass(frozen=True)
+class Point:
+    """One rate point's figures."""
+
+    workers: int
+    asked: float
+    achieved: float
+    lag_p99_ms: float
+    server_busy: float
+
+
+def plan_grid(cores: int, small: bool) -> Grid | None:
+    """The grid for `cores` (None when too few cores for the full one and `small` is not asked)."""
+    if small:
+        return Grid((1, 2), (100, 200), (64,), 1, "reduced grid (SCALING_GRID=small; cores shared)")
+    if cores < MIN_CORES:
+        return None
+    servers = max(1, min(MAX_SERVERS, cores // 2))
+    workers = tuple(w for w in (1, 2, 4, 8) if w + servers <= cores)
+    label = (
+        f"{cores} cores: workers on cores 0..N-1, {servers} servers on cores {cores - servers}..{cores - 1}"
+    )
+    return Grid(workers, (500, 1000, 2000, 4000), (1000, 4000, 8000), servers, label)
+
+
+def ceiling(points: Sequence[Point]) -> dict[int, float | None]:
+    """Per worker count: the highest asked rate sustained (achieved >= 99% of asked, lag p99 < 2 ms)."""
+    out: dict[int, float | None] = {}
+    for p in points:
+        ok = p.achieved >= SUSTAINED_SHARE * p.asked and p.lag_p99_ms < LAG_LIMIT_MS
+        best = out.get(p.workers)
+        out[p.workers] = max(best or 0.0, p.asked) if ok else best
+    return out
+
+
+def ceiling_lines(points: Sequence[Point]) -> list[str]:
+    """One line per worker count: its ceiling, the ratio to 1 worker, and a note when a server was busy."""
+    ceilings, lines = ceiling(points), []
+    one = ceilings.get(min(ceilings)) if ceilings else None
+    for workers, top in sorted(ceilings.items()):
+        ratio = f"{top / one:.2f}x the {min(ceilings)}-worker ceiling" if top and one else "no ratio"
+        busy = max(p.server_busy for p in points if p.workers == workers)
+        note = (
+            f"; a server reached {100 * busy:.0f}% CPU: the server may be the limit"
+            if busy > SERVER_BUSY
+            else ""
+        )
+        shown = f"{top:g} req/s" if top else "none of the rates"
+        lines.append(f"ceiling, {workers} worker(s): {shown} sustained ({ratio}){note}")
+    return lines
+
+
+def ttft_errors_ms(
+    lines: Sequence[Mapping[str, Any]], base_ns: int, truth: Mapping[str, list[int]]
+) -> list[float]:
+    """Client first token (merged time base + base_ns) minus the server's true first-token send, ms."""
+    return [
+        (x["first_token_ns"] + base_ns - truth[x["x_request_id"]][0]) / 1e6
+        for x in lines
+        if x.get("first_token_ns") is not None and x.get("x_request_id") in truth
+    ]
+
+
+def token_rate(tokens: int, first_ns: int, last_ns: int) -> float:
+    """Tokens per second over [first_ns, last_ns] (nan when the span is empty)."""
+    return tokens / ((last_ns - first_ns) / 1e9) if last_ns > first_ns else float("nan")
+
+
+def serving_span_s(truth: Mapping[str, list[int]]) -> float:
+    """Seconds from the servers' first token send to their last (0 when nothing was sent)."""
+    stamps = [v for v in truth.values() if v]
+    return (max(v[-1] for v in stamps) - min(v[0] for v in stamps)) / 1e9 if stamps else 0.0
+
+
+def _p(values: list[float], q: float) -> float:
+    return percentile(sorted(values), q) if values else float("nan")
+
+
+async def _serve(conn: Connection, port: int, ttft_s: float, itl_s: float) -> None:
+    loop = asyncio.get_running_loop()
+    server = FastServer(ttft_s, itl_s)
+    srv = await loop.create_server(lambda: _Conn(server), "127.0.0.1", port, backlog=4096, reuse_port=True)
+    conn.send(srv.sockets[0].getsockname()[1])
+    stop = asyncio.Event()
+
+    def on_command() -> None:
+        if conn.recv() == "dump":
+            conn.send(server.done)
+            server.done = []
+        else:
+            stop.set()
+
+    loop.add_reader(conn.fileno(), on_command)
+    next_tick = loop.time()
+    while not stop.is_set():
+        server.tick()
+        next_tick = max(next_tick + itl_s, loop.time())
+        await asyncio.sleep(next_tick - loop.time())
+    srv.close()
+
+
+def _server_main(conn: Connection, cpu: int, port: int, ttft_s: float, itl_s: float) -> None:
+    os.sched_setaffinity(0, {cpu})
+    asyncio.run(_serve(conn, port, ttft_s, itl_s))
+
+
+def _cpu_s(pid: int) -> float:
+    """utime + stime of a process so far, from /proc/<pid>/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class ServerGroup:
+    """S fast servers on one SO_REUSEPORT port, server i pinned to cpus[i] (context manager)."""
+
+    def __init__(self, cpus: Sequence[int], ttft_s: float, itl_s: float) -> None:
+        self.cpus, self.ttft_s, self.itl_s = list(cpus), ttft_s, itl_s
+        self.procs: list[tuple[mp.process.BaseProcess, Connection]] = []
+        self.port = 0
+
+    def __enter__(self) -> ServerGroup:
+        for cpu in self.cpus:
+            parent, child = mp.Pipe()
+            proc = mp.get_context("fork").Process(
+                target=_server_main, args=(child, cpu, self.port, self.ttft_s, self.itl_s), daemon=True
+            )
+            proc.start()
+            self.port = parent.recv()
+            self.procs.append((proc, parent))
+        self.url = f"http://127.0.0.1:{self.port}"
+        return self
+
+    def cpu(self) -> list[float]:
+        """Each server's CPU seconds so far."""
+        return [_cpu_s(p.pid or 0) for p, _ in self.procs]
+
+    def dump(self) -> dict[str, list[int]]:
+        """The union of the servers' finished streams: X-Request-Id -> send time of each token."""
+        truth: dict[str, list[int]] = {}
+        for _, conn in self.procs:
+            conn.send("dump")
+            truth.update(dict(conn.recv()))
+        return truth
+
+    def __exit__(self, *exc: object) -> None:
+        for proc, conn in self.procs:
+            conn.send("stop")
+            proc.join(10)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One `loadgen run` subprocess: the merged record's lines, start base, CPU and the servers' share."""
+
+    summary: dict[str, Any]
+    lines: list[dict[str, Any]]
+    base_ns: int
+    client_cpu_s: float
+    server_busy: float
+    truth: dict[str, list[int]]
+
+
+def run_point(servers: ServerGroup, workers: int, args: Sequence[str]) -> Outcome:
+    """Run `loadgen run --workers N ARGS` pinned to cores 0..N-1 and read its merged record."""
+    cmd = [
+        sys.executable,
+        "-c",
+        LOADGEN,
+        "run",
+        "--target",
+        "openai",
+        "--base-url",
+        servers.url,
+        "--model",
+        "bench",
+    ]
+    cmd += ["--workers", str(workers), "--input-len", "fixed:32", "--metrics-port", "0", "--linger", "0"]
+    cmd += ["--max-error-rate", "1", "--quiet", "--json", *args]
+    cores = set(range(min(workers, os.cpu_count() or 1)))
+    with tempfile.TemporaryDirectory() as out:
+        before, cpu0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), servers.cpu(), time.monotonic()
+        done = subprocess.run(
+            [*cmd, "--results-dir", out],
+            capture_output=True,
+            text=True,
+            preexec_fn=lambda: os.sched_setaffinity(0, cores),
+            check=False,
+        )
+        wall, cpu1 = time.monotonic() - t0, servers.cpu()  # wall: the fallback when nothing was served
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        found = sorted(Path(out).glob("*/requests.jsonl"))
+        if not found:
+            raise RuntimeError(f"loadgen run exited {done.returncode}: {done.stderr.strip()[-300:]}")
+        lines = [json.loads(x) for x in found[0].read_text().splitlines()]
+        manifest = json.loads((found[0].parent / "manifest.json").read_text())
+        summary = json.loads((found[0].parent / "summary.json").read_text())
+    base_ns = perf_base(parse_start_at(manifest["shards"]["start_at"]))
+    client = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    truth = servers.dump()
+    busy = max(b - a for a, b in zip(cpu0, cpu1, strict=True)) / (serving_span_s(truth) or wall)
+    return Outcome(summary, lines, base_ns, client, busy, truth)
+
+
+def rate_grid(grid: Grid, cpus: Sequence[int], seconds: float) -> list[Point]:
+    """Table 1: workers x rate (32 tokens, TTFT 20 ms, 5 ms/token); returns the points for the ceilings."""
+    print("workers   rate  achieved  lag_p99_ms  ttft_err_p99_ms  client_cpu_ms/req  server_cpu%  ok")
+    points = []
+    with ServerGroup(cpus, ttft_s=0.020, itl_s=0.005) as servers:
+        for workers, rate in [(w, r) for w in grid.workers for r in grid.rates]:
+            n = int(rate * seconds)
+            args = [
+                "--rate",
+                str(rate),
+                "--arrival",
+                "constant",
+                "--num-prompts",
+                str(n),
+                "--output-len",
+                "fixed:32",
+            ]
+            got = run_point(servers, workers, args)
+            s, errs = got.summary, ttft_errors_ms(got.lines, got.base_ns, got.truth)
+            lag_ms = (s["schedule_lag_s"]["p99"] or float("nan")) * 1e3
+            point = Point(workers, float(rate), s["achieved_rate"] or 0.0, lag_ms, got.server_busy)
+            points.append(point)
+            print(
+                f"{workers:>7}  {rate:>5}  {point.achieved:8.1f}  {lag_ms:10.3f}  {_p(errs, 99):15.3f}  "
+                f"{got.client_cpu_s * 1e3 / n:17.3f}  {100 * got.server_busy:11.0f}  "
+                f"{s['requests']['ok']}/{n}"
+            )
+    return points
+
+
+def stream_grid(grid: Grid, cpus: Sequence[int]) -> None:
+    """Table 2: workers x concurrent streams (256 tokens at 2 ms): client-ingested vs server tokens/s."""
+    print("workers  streams  server_tok/s  client_tok/s  share%  server_cpu%")
+    with ServerGroup(cpus, ttft_s=0.002, itl_s=0.002) as servers:
+        for workers, k in [(w, k) for w in grid.workers for k in grid.streams]:
+            args = ["--rate", "inf", "--max-concurrency", str(k), "--num-prompts", str(k)]
+            got = run_point(
+                servers, workers, [*args, "--output-len", "fixed:256", "--request-timeout", "300s"]
+            )
+            stamps = list(got.truth.values())
+            server = token_rate(sum(map(len, stamps)), min(v[0] for v in stamps), max(v[-1] for v in stamps))
+            ok = [x for x in got.lines if x.get("first_token_ns") is not None and x.get("last_token_ns")]
+            c_first, c_last = min(x["first_token_ns"] for x in ok), max(x["last_token_ns"] for x in ok)
+            client = token_rate(sum(x["output_tokens"] for x in ok), c_first, c_last)
+            print(
+                f"{workers:>7}  {k:>7}  {server:12.0f}  {client:12.0f}  {100 * client / server:6.1f}  "
+                f"{100 * got.server_busy:11.0f}"
+            )
+
+
+def main() -> None:
+    """Print the scaling tables and ceilings (a many-core host; SCALING_GRID=small for a tiny grid)."""
+    cores = os.cpu_count() or 1
+    grid = plan_grid(cores, os.environ.get("SCALING_GRID") == "small")
+    if grid is None:
+        print(
+            f"scaling: needs a host with >= {MIN_CORES} cores (this one has {cores}); it would run "
+            "--workers 1/2/4/8 x 500-4000 req/s and 1k/4k/8k streams (SCALING_GRID=small: a tiny grid)"
+        )
+        return
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    seconds = float(os.environ.get("BENCH_SECONDS", "5"))
+    cpus = list(range(cores - grid.servers, cores))
+    print(f"scaling: {grid.label}; {seconds:g} s per rate point; servers share port SO_REUSEPORT")
+    points = rate_grid(grid, cpus, seconds)
+    for line in ceiling_lines(points):
+        print(line)
+    stream_grid(grid, cpus)
+
+
+if __name__ == "__main__":
+    main()
