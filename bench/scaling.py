@@ -41,6 +41,9 @@ from loadgen.workload.shard import parse_start_at, perf_base
 LOADGEN = "import sys; from loadgen.cli.main import main; sys.argv[0] = 'loadgen'; main()"
 MIN_CORES = 8
 MAX_SERVERS = 8
+WORKERS = (1, 2, 4, 8)
+RATES = (500, 1000, 2000, 4000)  # req/s (issue #14); SCALING_RATES overrides
+STREAMS = (1000, 4000, 8000)
 SUSTAINED_SHARE = 0.99  # achieved >= 99% of asked
 LAG_LIMIT_MS = 2.0
 SERVER_BUSY = 0.9  # a server's CPU share above this: the server, not loadgen, may be the limit
@@ -68,33 +71,54 @@ class Point:
     server_busy: float
 
 
-def plan_grid(cores: int, small: bool) -> Grid | None:
-    """The grid for `cores` (None when too few cores for the full one and `small` is not asked)."""
+def plan_grid(cores: int, small: bool, rates: tuple[int, ...] = RATES) -> Grid | None:
+    """The grid for `cores`: the most workers of 1/2/4/8 that leave a core, servers on the cores left
+    (at most 8); None when too few cores for the full grid and `small` is not asked."""
     if small:
         return Grid((1, 2), (100, 200), (64,), 1, "reduced grid (SCALING_GRID=small; cores shared)")
     if cores < MIN_CORES:
         return None
-    servers = max(1, min(MAX_SERVERS, cores // 2))
-    workers = tuple(w for w in (1, 2, 4, 8) if w + servers <= cores)
+    most = max(w for w in WORKERS if w < cores)
+    servers = min(MAX_SERVERS, cores - most)
+    workers = tuple(w for w in WORKERS if w <= most)
     label = (
         f"{cores} cores: workers on cores 0..N-1, {servers} servers on cores {cores - servers}..{cores - 1}"
     )
-    return Grid(workers, (500, 1000, 2000, 4000), (1000, 4000, 8000), servers, label)
+    return Grid(workers, rates, STREAMS, servers, label)
+
+
+def parse_rates(text: str | None) -> tuple[int, ...]:
+    """SCALING_RATES ("250,500,1000"): positive req/s, ascending; the issue's rates when unset."""
+    if not text:
+        return RATES
+    try:
+        rates = tuple(sorted(int(r) for r in text.split(",")))
+    except ValueError:
+        raise ValueError(f"SCALING_RATES={text!r}: give comma-separated whole req/s, e.g. 250,500") from None
+    if not rates or rates[0] <= 0:
+        raise ValueError(f"SCALING_RATES={text!r}: rates must be positive")
+    return rates
+
+
+def sustained(p: Point) -> bool:
+    """Achieved >= 99% of asked and schedule-lag p99 < 2 ms."""
+    return p.achieved >= SUSTAINED_SHARE * p.asked and p.lag_p99_ms < LAG_LIMIT_MS
 
 
 def ceiling(points: Sequence[Point]) -> dict[int, float | None]:
     """Per worker count: the highest asked rate sustained (achieved >= 99% of asked, lag p99 < 2 ms)."""
     out: dict[int, float | None] = {}
     for p in points:
-        ok = p.achieved >= SUSTAINED_SHARE * p.asked and p.lag_p99_ms < LAG_LIMIT_MS
         best = out.get(p.workers)
-        out[p.workers] = max(best or 0.0, p.asked) if ok else best
+        out[p.workers] = max(best or 0.0, p.asked) if sustained(p) else best
     return out
 
 
 def ceiling_lines(points: Sequence[Point]) -> list[str]:
-    """One line per worker count: its ceiling, the ratio to 1 worker, and a note when a server was busy."""
+    """One line per worker count: its ceiling (a lower bound when it is the grid's top rate), the ratio
+    to 1 worker, and a note when a server was busy."""
     ceilings, lines = ceiling(points), []
+    grid_top = max((p.asked for p in points), default=0.0)
     one = ceilings.get(min(ceilings)) if ceilings else None
     for workers, top in sorted(ceilings.items()):
         ratio = f"{top / one:.2f}x the {min(ceilings)}-worker ceiling" if top and one else "no ratio"
@@ -105,6 +129,7 @@ def ceiling_lines(points: Sequence[Point]) -> list[str]:
             else ""
         )
         shown = f"{top:g} req/s" if top else "none of the rates"
+        shown = f"at least {shown} (the grid's top rate)" if top == grid_top else shown
         lines.append(f"ceiling, {workers} worker(s): {shown} sustained ({ratio}){note}")
     return lines
 
@@ -263,20 +288,16 @@ def run_point(servers: ServerGroup, workers: int, args: Sequence[str]) -> Outcom
 def rate_grid(grid: Grid, cpus: Sequence[int], seconds: float) -> list[Point]:
     """Table 1: workers x rate (32 tokens, TTFT 20 ms, 5 ms/token); returns the points for the ceilings."""
     print("workers   rate  achieved  lag_p99_ms  ttft_err_p99_ms  client_cpu_ms/req  server_cpu%  ok")
-    points = []
+    points: list[Point] = []
     with ServerGroup(cpus, ttft_s=0.020, itl_s=0.005) as servers:
         for workers, rate in [(w, r) for w in grid.workers for r in grid.rates]:
+            failed = next((p.asked for p in points if p.workers == workers and not sustained(p)), None)
+            if failed is not None:  # a saturated client runs long past its seconds: skip what cannot pass
+                print(f"{workers:>7}  {rate:>5}  skipped: {failed:g} req/s was not sustained")
+                continue
             n = int(rate * seconds)
-            args = [
-                "--rate",
-                str(rate),
-                "--arrival",
-                "constant",
-                "--num-prompts",
-                str(n),
-                "--output-len",
-                "fixed:32",
-            ]
+            args = ["--rate", str(rate), "--arrival", "constant", "--num-prompts", str(n)]
+            args += ["--output-len", "fixed:32"]
             got = run_point(servers, workers, args)
             s, errs = got.summary, ttft_errors_ms(got.lines, got.base_ns, got.truth)
             lag_ms = (s["schedule_lag_s"]["p99"] or float("nan")) * 1e3
@@ -313,11 +334,16 @@ def stream_grid(grid: Grid, cpus: Sequence[int]) -> None:
 def main() -> None:
     """Print the scaling tables and ceilings (a many-core host; SCALING_GRID=small for a tiny grid)."""
     cores = os.cpu_count() or 1
-    grid = plan_grid(cores, os.environ.get("SCALING_GRID") == "small")
+    try:
+        rates = parse_rates(os.environ.get("SCALING_RATES"))
+    except ValueError as exc:
+        raise SystemExit(f"scaling: {exc}") from None
+    grid = plan_grid(cores, os.environ.get("SCALING_GRID") == "small", rates)
     if grid is None:
         print(
             f"scaling: needs a host with >= {MIN_CORES} cores (this one has {cores}); it would run "
-            "--workers 1/2/4/8 x 500-4000 req/s and 1k/4k/8k streams (SCALING_GRID=small: a tiny grid)"
+            f"--workers 1/2/4/8 x {'/'.join(map(str, rates))} req/s and 1k/4k/8k streams "
+            "(SCALING_GRID=small: a tiny grid)"
         )
         return
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

@@ -5,12 +5,16 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import pytest
+
 from bench.scaling import (
     LAG_LIMIT_MS,
+    RATES,
     SUSTAINED_SHARE,
     Point,
     ceiling,
     ceiling_lines,
+    parse_rates,
     plan_grid,
     serving_span_s,
     token_rate,
@@ -38,9 +42,22 @@ def test_grid_keeps_workers_plus_servers_within_the_cores() -> None:
     assert sixteen is not None
     assert sixteen.workers == (1, 2, 4, 8)
     assert sixteen.servers == 8
-    eight = plan_grid(8, small=False)
+    eight = plan_grid(8, small=False)  # 8 workers would leave no core for a server
     assert eight is not None
     assert eight.workers == (1, 2, 4)
+    assert eight.servers == 4
+    many = plan_grid(64, small=False)
+    assert many is not None
+    assert many.servers == 8
+
+
+def test_rates_override_parses_and_rejects_bad_values() -> None:
+    assert parse_rates(None) == RATES
+    assert parse_rates("1000,250") == (250, 1000)
+    with pytest.raises(ValueError, match="'250,fast'"):
+        parse_rates("250,fast")
+    with pytest.raises(ValueError, match="'0,100'"):
+        parse_rates("0,100")
 
 
 def test_ceiling_is_the_highest_rate_sustained_on_both_conditions() -> None:
@@ -60,12 +77,18 @@ def test_a_failed_lower_rate_does_not_hide_a_sustained_higher_one() -> None:
 
 
 def test_ceiling_lines_give_the_ratio_and_flag_a_busy_server() -> None:
-    lines = ceiling_lines([_point(1, 500), _point(2, 1000, busy=0.97)])
+    lines = ceiling_lines([_point(1, 500), _point(1, 2000, lag=LAG_LIMIT_MS * 5), _point(2, 1000, busy=0.97)])
     assert lines[0].startswith("ceiling, 1 worker(s): 500 req/s")
     assert "1.00x" in lines[0]
     assert "2.00x" in lines[1]  # 1000 / 500
     assert "server may be the limit" in lines[1]
     assert "server may be" not in lines[0]
+    assert "at least" not in lines[1]  # 2000 was asked (by 1 worker): 1000 is not the grid's top
+
+
+def test_a_ceiling_at_the_grids_top_rate_is_a_lower_bound() -> None:
+    lines = ceiling_lines([_point(1, 500), _point(2, 500)])
+    assert all("at least 500 req/s" in line for line in lines)
 
 
 def test_ttft_error_adds_the_start_base_and_joins_by_request_id() -> None:
@@ -87,3 +110,11 @@ def test_token_rate_and_serving_span() -> None:
     assert math.isnan(token_rate(10, 5, 5))
     assert serving_span_s({"a": [2_000_000_000, 3_000_000_000], "b": [1_000_000_000], "c": []}) == 2.0
     assert serving_span_s({}) == 0.0
+
+
+def test_scaling_is_registered_but_not_in_the_default_make_bench_set() -> None:
+    from bench.__main__ import BENCHMARKS, DEFAULT
+
+    assert BENCHMARKS["scaling"] == "bench.scaling"
+    assert "scaling" not in DEFAULT
+    assert set(DEFAULT) <= set(BENCHMARKS)
