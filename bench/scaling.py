@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import multiprocessing as mp
 import os
 import resource
@@ -150,6 +151,17 @@ def token_rate(tokens: int, first_ns: int, last_ns: int) -> float:
     return tokens / ((last_ns - first_ns) / 1e9) if last_ns > first_ns else float("nan")
 
 
+def ingest_rates(lines: Sequence[Mapping[str, Any]], truth: Mapping[str, list[int]]) -> tuple[float, float]:
+    """(server tokens/s over its first to last send, client tokens/s over its first to last token)."""
+    sent = [v for v in truth.values() if v]
+    ok = [x for x in lines if x.get("first_token_ns") is not None and x.get("last_token_ns") is not None]
+    if not sent or not ok:
+        return float("nan"), float("nan")
+    server = token_rate(sum(map(len, sent)), min(v[0] for v in sent), max(v[-1] for v in sent))
+    c_first, c_last = min(x["first_token_ns"] for x in ok), max(x["last_token_ns"] for x in ok)
+    return server, token_rate(sum(x["output_tokens"] for x in ok), c_first, c_last)
+
+
 def serving_span_s(truth: Mapping[str, list[int]]) -> float:
     """Seconds from the servers' first token send to their last (0 when nothing was sent)."""
     stamps = [v for v in truth.values() if v]
@@ -271,6 +283,7 @@ def run_point(servers: ServerGroup, workers: int, args: Sequence[str]) -> Outcom
             check=False,
         )
         wall, cpu1 = time.monotonic() - t0, servers.cpu()  # wall: the fallback when nothing was served
+        truth = servers.dump()  # also after a failed run: the next point starts with empty servers
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         found = sorted(Path(out).glob("*/requests.jsonl"))
         if not found:
@@ -280,7 +293,6 @@ def run_point(servers: ServerGroup, workers: int, args: Sequence[str]) -> Outcom
         summary = json.loads((found[0].parent / "summary.json").read_text())
     base_ns = perf_base(parse_start_at(manifest["shards"]["start_at"]))
     client = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    truth = servers.dump()
     busy = max(b - a for a, b in zip(cpu0, cpu1, strict=True)) / (serving_span_s(truth) or wall)
     return Outcome(summary, lines, base_ns, client, busy, truth)
 
@@ -298,7 +310,12 @@ def rate_grid(grid: Grid, cpus: Sequence[int], seconds: float) -> list[Point]:
             n = int(rate * seconds)
             args = ["--rate", str(rate), "--arrival", "constant", "--num-prompts", str(n)]
             args += ["--output-len", "fixed:32"]
-            got = run_point(servers, workers, args)
+            try:
+                got = run_point(servers, workers, args)
+            except RuntimeError as exc:  # one failed point is a row, not the end of the grid
+                print(f"{workers:>7}  {rate:>5}  failed: {exc}")
+                points.append(Point(workers, float(rate), 0.0, math.inf, 0.0))
+                continue
             s, errs = got.summary, ttft_errors_ms(got.lines, got.base_ns, got.truth)
             lag_ms = (s["schedule_lag_s"]["p99"] or float("nan")) * 1e3
             point = Point(workers, float(rate), s["achieved_rate"] or 0.0, lag_ms, got.server_busy)
@@ -317,14 +334,14 @@ def stream_grid(grid: Grid, cpus: Sequence[int]) -> None:
     with ServerGroup(cpus, ttft_s=0.002, itl_s=0.002) as servers:
         for workers, k in [(w, k) for w in grid.workers for k in grid.streams]:
             args = ["--rate", "inf", "--max-concurrency", str(k), "--num-prompts", str(k)]
-            got = run_point(
-                servers, workers, [*args, "--output-len", "fixed:256", "--request-timeout", "300s"]
-            )
-            stamps = list(got.truth.values())
-            server = token_rate(sum(map(len, stamps)), min(v[0] for v in stamps), max(v[-1] for v in stamps))
-            ok = [x for x in got.lines if x.get("first_token_ns") is not None and x.get("last_token_ns")]
-            c_first, c_last = min(x["first_token_ns"] for x in ok), max(x["last_token_ns"] for x in ok)
-            client = token_rate(sum(x["output_tokens"] for x in ok), c_first, c_last)
+            try:
+                got = run_point(
+                    servers, workers, [*args, "--output-len", "fixed:256", "--request-timeout", "300s"]
+                )
+            except RuntimeError as exc:
+                print(f"{workers:>7}  {k:>7}  failed: {exc}")
+                continue
+            server, client = ingest_rates(got.lines, got.truth)
             print(
                 f"{workers:>7}  {k:>7}  {server:12.0f}  {client:12.0f}  {100 * client / server:6.1f}  "
                 f"{100 * got.server_busy:11.0f}"

@@ -14,6 +14,7 @@ from bench.scaling import (
     Point,
     ceiling,
     ceiling_lines,
+    ingest_rates,
     parse_rates,
     plan_grid,
     serving_span_s,
@@ -118,3 +119,15 @@ def test_scaling_is_registered_but_not_in_the_default_make_bench_set() -> None:
     assert BENCHMARKS["scaling"] == "bench.scaling"
     assert "scaling" not in DEFAULT
     assert set(DEFAULT) <= set(BENCHMARKS)
+
+
+def test_ingest_rates_from_the_servers_stamps_and_the_clients_lines() -> None:
+    truth = {"a": [0, 500_000_000, 1_000_000_000], "b": [250_000_000, 1_000_000_000], "c": []}
+    lines: list[dict[str, Any]] = [
+        {"first_token_ns": 100, "last_token_ns": 400_000_100, "output_tokens": 3},
+        {"first_token_ns": 200_000_100, "last_token_ns": 500_000_100, "output_tokens": 2},
+        {"first_token_ns": None, "last_token_ns": None, "output_tokens": 0},  # failed: left out
+    ]
+    # server: 5 tokens over 1.0 s; client: 5 tokens over 0.5 s
+    assert ingest_rates(lines, truth) == (5.0, 10.0)
+    assert all(math.isnan(v) for v in ingest_rates([], truth))
