@@ -11,9 +11,10 @@ the run's start and the analysis is microseconds on one host).
 Figures: per (workers, rate): achieved rate, schedule-lag p99, TTFT error p99 (client first token minus
 the server's true send), client CPU ms/request (the `loadgen run` process tree, RUSAGE_CHILDREN: it
 includes interpreter start-up), the busiest server's CPU share (its CPU seconds over the servers'
-serving span, first token sent to last: start-up idling excluded); per (workers, streams):
+serving span, first token sent to last: start-up idling excluded) and the streams each server
+finished (min-max: how evenly SO_REUSEPORT spread the connections); per (workers, streams):
 client-ingested vs server-sent tokens/s; and a ceiling line per worker count. With SCALING_GRID=small
-the grid is reduced (workers 1, 2; rates 100, 200; 64 streams; one server; cores shared) to exercise
+the grid is reduced (workers 1, 2; rates 100, 200; 64 streams; two servers; cores shared) to exercise
 the code.
 """
 
@@ -76,7 +77,9 @@ def plan_grid(cores: int, small: bool, rates: tuple[int, ...] = RATES) -> Grid |
     """The grid for `cores`: the most workers of 1/2/4/8 that leave a core, servers on the cores left
     (at most 8); None when too few cores for the full grid and `small` is not asked."""
     if small:
-        return Grid((1, 2), (100, 200), (64,), 1, "reduced grid (SCALING_GRID=small; cores shared)")
+        return Grid(
+            (1, 2), (100, 200), (64,), 2, "reduced grid (SCALING_GRID=small; 2 servers, cores shared)"
+        )
     if cores < MIN_CORES:
         return None
     most = max(w for w in WORKERS if w < cores)
@@ -213,6 +216,7 @@ class ServerGroup:
         self.cpus, self.ttft_s, self.itl_s = list(cpus), ttft_s, itl_s
         self.procs: list[tuple[mp.process.BaseProcess, Connection]] = []
         self.port = 0
+        self.split: list[int] = []
 
     def __enter__(self) -> ServerGroup:
         for cpu in self.cpus:
@@ -233,9 +237,12 @@ class ServerGroup:
     def dump(self) -> dict[str, list[int]]:
         """The union of the servers' finished streams: X-Request-Id -> send time of each token."""
         truth: dict[str, list[int]] = {}
+        self.split = []  # streams each server finished: how evenly SO_REUSEPORT spread the connections
         for _, conn in self.procs:
             conn.send("dump")
-            truth.update(dict(conn.recv()))
+            got = dict(conn.recv())
+            self.split.append(len(got))
+            truth.update(got)
         return truth
 
     def __exit__(self, *exc: object) -> None:
@@ -254,6 +261,7 @@ class Outcome:
     client_cpu_s: float
     server_busy: float
     truth: dict[str, list[int]]
+    split: tuple[int, ...]
 
 
 def run_point(servers: ServerGroup, workers: int, args: Sequence[str]) -> Outcome:
@@ -294,12 +302,15 @@ def run_point(servers: ServerGroup, workers: int, args: Sequence[str]) -> Outcom
     base_ns = perf_base(parse_start_at(manifest["shards"]["start_at"]))
     client = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     busy = max(b - a for a, b in zip(cpu0, cpu1, strict=True)) / (serving_span_s(truth) or wall)
-    return Outcome(summary, lines, base_ns, client, busy, truth)
+    return Outcome(summary, lines, base_ns, client, busy, truth, tuple(servers.split))
 
 
 def rate_grid(grid: Grid, cpus: Sequence[int], seconds: float) -> list[Point]:
     """Table 1: workers x rate (32 tokens, TTFT 20 ms, 5 ms/token); returns the points for the ceilings."""
-    print("workers   rate  achieved  lag_p99_ms  ttft_err_p99_ms  client_cpu_ms/req  server_cpu%  ok")
+    print(
+        "workers   rate  achieved  lag_p99_ms  ttft_err_p99_ms  client_cpu_ms/req  server_cpu%  "
+        "req/server  ok"
+    )
     points: list[Point] = []
     with ServerGroup(cpus, ttft_s=0.020, itl_s=0.005) as servers:
         for workers, rate in [(w, r) for w in grid.workers for r in grid.rates]:
@@ -323,7 +334,7 @@ def rate_grid(grid: Grid, cpus: Sequence[int], seconds: float) -> list[Point]:
             print(
                 f"{workers:>7}  {rate:>5}  {point.achieved:8.1f}  {lag_ms:10.3f}  {_p(errs, 99):15.3f}  "
                 f"{got.client_cpu_s * 1e3 / n:17.3f}  {100 * got.server_busy:11.0f}  "
-                f"{s['requests']['ok']}/{n}"
+                f"{min(got.split)}-{max(got.split):<5}  {s['requests']['ok']}/{n}"
             )
     return points
 
@@ -366,7 +377,7 @@ def main() -> None:
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     seconds = float(os.environ.get("BENCH_SECONDS", "5"))
-    cpus = list(range(cores - grid.servers, cores))
+    cpus = [c % cores for c in range(cores - grid.servers, cores)]  # small grid on 1 core: shared
     print(f"scaling: {grid.label}; {seconds:g} s per rate point; servers share port SO_REUSEPORT")
     points = rate_grid(grid, cpus, seconds)
     for line in ceiling_lines(points):
