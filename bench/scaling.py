@@ -1,0 +1,310 @@
+"""`python -m bench scaling`: loadgen's ceiling with `--workers 1, 2, 4, 8` (issue #14, many-core host).
+
+S fast servers (bench.loadgen_client's FastServer, each in its own process pinned to its own core) all
+listen on ONE port with SO_REUSEPORT, so Linux spreads the client's connections over them; each stamps
+the true send time of every chunk (perf_counter_ns: CLOCK_MONOTONIC, shared by every process on the
+host) per X-Request-Id, and the union of their dumps is the ground truth. `loadgen run --workers N`
+runs as a subprocess pinned to cores 0..N-1. The merged record's `*_ns` count from the run's common
+start (`--start-at`, mapped to perf_counter_ns by `loadgen.workload.shard.perf_base`), so the bench adds
+`perf_base(start_at)` back before comparing with the servers' stamps (the wall/monotonic drift between
+the run's start and the analysis is microseconds on one host).
+Figures: per (workers, rate): achieved rate, schedule-lag p99, TTFT error p99 (client first token minus
+the server's true send), client CPU ms/request (the `loadgen run` process tree, RUSAGE_CHILDREN: it
+includes interpreter start-up), the busiest server's CPU share (its CPU seconds over the servers'
+serving span, first token sent to last: start-up idling excluded) and the streams each server
+finished (min-max: how evenly SO_REUSEPORT spread the connections); per (workers, streams):
+client-ingested vs server-sent tokens/s; and a ceiling line per worker count. With SCALING_GRID=small
+the grid is reduced (workers 1, 2; rates 100, 200; 64 streams; two servers; cores shared) to exercise
+the code.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.reuseport_servers import ServerGroup
+from loadgen.stats import percentile
+from loadgen.workload.shard import parse_start_at, perf_base
+
+LOADGEN = "import sys; from loadgen.cli.main import main; sys.argv[0] = 'loadgen'; main()"
+MIN_CORES = 8
+MAX_SERVERS = 8
+WORKERS = (1, 2, 4, 8)
+RATES = (500, 1000, 2000, 4000)  # req/s (issue #14); SCALING_RATES overrides
+STREAMS = (1000, 4000, 8000)
+SUSTAINED_SHARE = 0.99  # achieved >= 99% of asked
+LAG_LIMIT_MS = 2.0
+SERVER_BUSY = 0.9  # a server's CPU share above this: the server, not loadgen, may be the limit
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The points to run: worker counts, rates (req/s), concurrent-stream counts, server count."""
+
+    workers: tuple[int, ...]
+    rates: tuple[int, ...]
+    streams: tuple[int, ...]
+    servers: int
+    label: str
+
+
+@dataclass(frozen=True)
+class Point:
+    """One rate point's figures."""
+
+    workers: int
+    asked: float
+    achieved: float
+    lag_p99_ms: float
+    server_busy: float
+
+
+def plan_grid(cores: int, small: bool, rates: tuple[int, ...] = RATES) -> Grid | None:
+    """The grid for `cores`: the most workers of 1/2/4/8 that leave a core, servers on the cores left
+    (at most 8); None when too few cores for the full grid and `small` is not asked."""
+    if small:
+        return Grid(
+            (1, 2), (100, 200), (64,), 2, "reduced grid (SCALING_GRID=small; 2 servers, cores shared)"
+        )
+    if cores < MIN_CORES:
+        return None
+    most = max(w for w in WORKERS if w < cores)
+    servers = min(MAX_SERVERS, cores - most)
+    workers = tuple(w for w in WORKERS if w <= most)
+    label = (
+        f"{cores} cores: workers on cores 0..N-1, {servers} servers on cores {cores - servers}..{cores - 1}"
+    )
+    return Grid(workers, rates, STREAMS, servers, label)
+
+
+def parse_rates(text: str | None) -> tuple[int, ...]:
+    """SCALING_RATES ("250,500,1000"): positive req/s, ascending; the issue's rates when unset."""
+    if not text:
+        return RATES
+    try:
+        rates = tuple(sorted(int(r) for r in text.split(",")))
+    except ValueError:
+        raise ValueError(f"SCALING_RATES={text!r}: give comma-separated whole req/s, e.g. 250,500") from None
+    if not rates or rates[0] <= 0:
+        raise ValueError(f"SCALING_RATES={text!r}: rates must be positive")
+    return rates
+
+
+def sustained(p: Point) -> bool:
+    """Achieved >= 99% of asked and schedule-lag p99 < 2 ms."""
+    return p.achieved >= SUSTAINED_SHARE * p.asked and p.lag_p99_ms < LAG_LIMIT_MS
+
+
+def ceiling(points: Sequence[Point]) -> dict[int, float | None]:
+    """Per worker count: the highest asked rate sustained (achieved >= 99% of asked, lag p99 < 2 ms)."""
+    out: dict[int, float | None] = {}
+    for p in points:
+        best = out.get(p.workers)
+        out[p.workers] = max(best or 0.0, p.asked) if sustained(p) else best
+    return out
+
+
+def ceiling_lines(points: Sequence[Point]) -> list[str]:
+    """One line per worker count: its ceiling (a lower bound when it is the grid's top rate), the ratio
+    to 1 worker, and a note when a server was busy."""
+    ceilings, lines = ceiling(points), []
+    grid_top = max((p.asked for p in points), default=0.0)
+    one = ceilings.get(min(ceilings)) if ceilings else None
+    for workers, top in sorted(ceilings.items()):
+        ratio = f"{top / one:.2f}x the {min(ceilings)}-worker ceiling" if top and one else "no ratio"
+        busy = max(p.server_busy for p in points if p.workers == workers)
+        note = (
+            f"; a server reached {100 * busy:.0f}% CPU: the server may be the limit"
+            if busy > SERVER_BUSY
+            else ""
+        )
+        shown = f"{top:g} req/s" if top else "none of the rates"
+        shown = f"at least {shown} (the grid's top rate)" if top == grid_top else shown
+        lines.append(f"ceiling, {workers} worker(s): {shown} sustained ({ratio}){note}")
+    return lines
+
+
+def ttft_errors_ms(
+    lines: Sequence[Mapping[str, Any]], base_ns: int, truth: Mapping[str, list[int]]
+) -> list[float]:
+    """Client first token (merged time base + base_ns) minus the server's true first-token send, ms."""
+    return [
+        (x["first_token_ns"] + base_ns - truth[x["x_request_id"]][0]) / 1e6
+        for x in lines
+        if x.get("first_token_ns") is not None and x.get("x_request_id") in truth
+    ]
+
+
+def token_rate(tokens: int, first_ns: int, last_ns: int) -> float:
+    """Tokens per second over [first_ns, last_ns] (nan when the span is empty)."""
+    return tokens / ((last_ns - first_ns) / 1e9) if last_ns > first_ns else float("nan")
+
+
+def ingest_rates(lines: Sequence[Mapping[str, Any]], truth: Mapping[str, list[int]]) -> tuple[float, float]:
+    """(server tokens/s over its first to last send, client tokens/s over its first to last token)."""
+    sent = [v for v in truth.values() if v]
+    ok = [x for x in lines if x.get("first_token_ns") is not None and x.get("last_token_ns") is not None]
+    if not sent or not ok:
+        return float("nan"), float("nan")
+    server = token_rate(sum(map(len, sent)), min(v[0] for v in sent), max(v[-1] for v in sent))
+    c_first, c_last = min(x["first_token_ns"] for x in ok), max(x["last_token_ns"] for x in ok)
+    return server, token_rate(sum(x["output_tokens"] for x in ok), c_first, c_last)
+
+
+def serving_span_s(truth: Mapping[str, list[int]]) -> float:
+    """Seconds from the servers' first token send to their last (0 when nothing was sent)."""
+    stamps = [v for v in truth.values() if v]
+    return (max(v[-1] for v in stamps) - min(v[0] for v in stamps)) / 1e9 if stamps else 0.0
+
+
+def _p(values: list[float], q: float) -> float:
+    return percentile(sorted(values), q) if values else float("nan")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One `loadgen run` subprocess: the merged record's lines, start base, CPU and the servers' share."""
+
+    summary: dict[str, Any]
+    lines: list[dict[str, Any]]
+    base_ns: int
+    client_cpu_s: float
+    server_busy: float
+    truth: dict[str, list[int]]
+    split: tuple[int, ...]
+
+
+def run_point(servers: ServerGroup, workers: int, args: Sequence[str]) -> Outcome:
+    """Run `loadgen run --workers N ARGS` pinned to cores 0..N-1 and read its merged record."""
+    cmd = [
+        sys.executable,
+        "-c",
+        LOADGEN,
+        "run",
+        "--target",
+        "openai",
+        "--base-url",
+        servers.url,
+        "--model",
+        "bench",
+    ]
+    cmd += ["--workers", str(workers), "--input-len", "fixed:32", "--metrics-port", "0", "--linger", "0"]
+    cmd += ["--max-error-rate", "1", "--quiet", "--json", *args]
+    cores = set(range(min(workers, os.cpu_count() or 1)))
+    with tempfile.TemporaryDirectory() as out:
+        before, cpu0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), servers.cpu(), time.monotonic()
+        done = subprocess.run(
+            [*cmd, "--results-dir", out],
+            capture_output=True,
+            text=True,
+            preexec_fn=lambda: os.sched_setaffinity(0, cores),
+            check=False,
+        )
+        wall, cpu1 = time.monotonic() - t0, servers.cpu()  # wall: the fallback when nothing was served
+        truth = servers.dump()  # also after a failed run: the next point starts with empty servers
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        found = sorted(Path(out).glob("*/requests.jsonl"))
+        if not found:
+            raise RuntimeError(f"loadgen run exited {done.returncode}: {done.stderr.strip()[-300:]}")
+        lines = [json.loads(x) for x in found[0].read_text().splitlines()]
+        manifest = json.loads((found[0].parent / "manifest.json").read_text())
+        summary = json.loads((found[0].parent / "summary.json").read_text())
+    base_ns = perf_base(parse_start_at(manifest["shards"]["start_at"]))
+    client = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    busy = max(b - a for a, b in zip(cpu0, cpu1, strict=True)) / (serving_span_s(truth) or wall)
+    return Outcome(summary, lines, base_ns, client, busy, truth, tuple(servers.split))
+
+
+def rate_grid(grid: Grid, cpus: Sequence[int], seconds: float) -> list[Point]:
+    """Table 1: workers x rate (32 tokens, TTFT 20 ms, 5 ms/token); returns the points for the ceilings."""
+    print(
+        "workers   rate  achieved  lag_p99_ms  ttft_err_p99_ms  client_cpu_ms/req  server_cpu%  "
+        "req/server  ok"
+    )
+    points: list[Point] = []
+    with ServerGroup(cpus, ttft_s=0.020, itl_s=0.005) as servers:
+        for workers, rate in [(w, r) for w in grid.workers for r in grid.rates]:
+            failed = next((p.asked for p in points if p.workers == workers and not sustained(p)), None)
+            if failed is not None:  # a saturated client runs long past its seconds: skip what cannot pass
+                print(f"{workers:>7}  {rate:>5}  skipped: {failed:g} req/s was not sustained")
+                continue
+            n = int(rate * seconds)
+            args = ["--rate", str(rate), "--arrival", "constant", "--num-prompts", str(n)]
+            args += ["--output-len", "fixed:32"]
+            try:
+                got = run_point(servers, workers, args)
+            except RuntimeError as exc:  # one failed point is a row, not the end of the grid
+                print(f"{workers:>7}  {rate:>5}  failed: {exc}")
+                points.append(Point(workers, float(rate), 0.0, math.inf, 0.0))
+                continue
+            s, errs = got.summary, ttft_errors_ms(got.lines, got.base_ns, got.truth)
+            lag_ms = (s["schedule_lag_s"]["p99"] or float("nan")) * 1e3
+            point = Point(workers, float(rate), s["achieved_rate"] or 0.0, lag_ms, got.server_busy)
+            points.append(point)
+            print(
+                f"{workers:>7}  {rate:>5}  {point.achieved:8.1f}  {lag_ms:10.3f}  {_p(errs, 99):15.3f}  "
+                f"{got.client_cpu_s * 1e3 / n:17.3f}  {100 * got.server_busy:11.0f}  "
+                f"{min(got.split)}-{max(got.split):<5}  {s['requests']['ok']}/{n}"
+            )
+    return points
+
+
+def stream_grid(grid: Grid, cpus: Sequence[int]) -> None:
+    """Table 2: workers x concurrent streams (256 tokens at 2 ms): client-ingested vs server tokens/s."""
+    print("workers  streams  server_tok/s  client_tok/s  share%  server_cpu%")
+    with ServerGroup(cpus, ttft_s=0.002, itl_s=0.002) as servers:
+        for workers, k in [(w, k) for w in grid.workers for k in grid.streams]:
+            args = ["--rate", "inf", "--max-concurrency", str(k), "--num-prompts", str(k)]
+            try:
+                got = run_point(
+                    servers, workers, [*args, "--output-len", "fixed:256", "--request-timeout", "300s"]
+                )
+            except RuntimeError as exc:
+                print(f"{workers:>7}  {k:>7}  failed: {exc}")
+                continue
+            server, client = ingest_rates(got.lines, got.truth)
+            print(
+                f"{workers:>7}  {k:>7}  {server:12.0f}  {client:12.0f}  {100 * client / server:6.1f}  "
+                f"{100 * got.server_busy:11.0f}"
+            )
+
+
+def main() -> None:
+    """Print the scaling tables and ceilings (a many-core host; SCALING_GRID=small for a tiny grid)."""
+    cores = os.cpu_count() or 1
+    try:
+        rates = parse_rates(os.environ.get("SCALING_RATES"))
+    except ValueError as exc:
+        raise SystemExit(f"scaling: {exc}") from None
+    grid = plan_grid(cores, os.environ.get("SCALING_GRID") == "small", rates)
+    if grid is None:
+        print(
+            f"scaling: needs a host with >= {MIN_CORES} cores (this one has {cores}); it would run "
+            f"--workers 1/2/4/8 x {'/'.join(map(str, rates))} req/s and 1k/4k/8k streams "
+            "(SCALING_GRID=small: a tiny grid)"
+        )
+        return
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    seconds = float(os.environ.get("BENCH_SECONDS", "5"))
+    cpus = [c % cores for c in range(cores - grid.servers, cores)]  # small grid on 1 core: shared
+    print(f"scaling: {grid.label}; {seconds:g} s per rate point; servers share port SO_REUSEPORT")
+    points = rate_grid(grid, cpus, seconds)
+    for line in ceiling_lines(points):
+        print(line)
+    stream_grid(grid, cpus)
+
+
+if __name__ == "__main__":
+    main()

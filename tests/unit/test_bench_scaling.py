@@ -1,0 +1,133 @@
+"""bench.scaling's pure helpers: the grid for a core count, the ceilings, TTFT error and token rates."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from bench.scaling import (
+    LAG_LIMIT_MS,
+    RATES,
+    SUSTAINED_SHARE,
+    Point,
+    ceiling,
+    ceiling_lines,
+    ingest_rates,
+    parse_rates,
+    plan_grid,
+    serving_span_s,
+    token_rate,
+    ttft_errors_ms,
+)
+
+
+def _point(workers: int, asked: float, share: float = 1.0, lag: float = 0.5, busy: float = 0.3) -> Point:
+    return Point(workers, asked, asked * share, lag, busy)
+
+
+def test_too_few_cores_gives_no_grid_unless_small_is_asked() -> None:
+    assert plan_grid(4, small=False) is None
+    small = plan_grid(2, small=True)
+    assert small is not None
+    assert small.workers == (1, 2)
+
+
+def test_grid_keeps_workers_plus_servers_within_the_cores() -> None:
+    for cores in (8, 12, 16, 32):
+        grid = plan_grid(cores, small=False)
+        assert grid is not None
+        assert all(w + grid.servers <= cores for w in grid.workers)
+    sixteen = plan_grid(16, small=False)
+    assert sixteen is not None
+    assert sixteen.workers == (1, 2, 4, 8)
+    assert sixteen.servers == 8
+    eight = plan_grid(8, small=False)  # 8 workers would leave no core for a server
+    assert eight is not None
+    assert eight.workers == (1, 2, 4)
+    assert eight.servers == 4
+    many = plan_grid(64, small=False)
+    assert many is not None
+    assert many.servers == 8
+
+
+def test_rates_override_parses_and_rejects_bad_values() -> None:
+    assert parse_rates(None) == RATES
+    assert parse_rates("1000,250") == (250, 1000)
+    with pytest.raises(ValueError, match="'250,fast'"):
+        parse_rates("250,fast")
+    with pytest.raises(ValueError, match="'0,100'"):
+        parse_rates("0,100")
+
+
+def test_ceiling_is_the_highest_rate_sustained_on_both_conditions() -> None:
+    points = [
+        _point(1, 500),
+        _point(1, 1000, share=SUSTAINED_SHARE - 0.01),  # achieved too low
+        _point(2, 500),
+        _point(2, 1000),
+        _point(2, 2000, lag=LAG_LIMIT_MS),  # lag at the limit is not under it
+        _point(4, 500, lag=LAG_LIMIT_MS * 2),  # nothing sustained
+    ]
+    assert ceiling(points) == {1: 500.0, 2: 1000.0, 4: None}
+
+
+def test_a_failed_lower_rate_does_not_hide_a_sustained_higher_one() -> None:
+    assert ceiling([_point(1, 1000), _point(1, 500, lag=LAG_LIMIT_MS * 3)]) == {1: 1000.0}
+
+
+def test_ceiling_lines_give_the_ratio_and_flag_a_busy_server() -> None:
+    lines = ceiling_lines([_point(1, 500), _point(1, 2000, lag=LAG_LIMIT_MS * 5), _point(2, 1000, busy=0.97)])
+    assert lines[0].startswith("ceiling, 1 worker(s): 500 req/s")
+    assert "1.00x" in lines[0]
+    assert "2.00x" in lines[1]  # 1000 / 500
+    assert "server may be the limit" in lines[1]
+    assert "server may be" not in lines[0]
+    assert "at least" not in lines[1]  # 2000 was asked (by 1 worker): 1000 is not the grid's top
+
+
+def test_a_ceiling_at_the_grids_top_rate_is_a_lower_bound() -> None:
+    lines = ceiling_lines([_point(1, 500), _point(2, 500)])
+    assert all("at least 500 req/s" in line for line in lines)
+
+
+def test_ttft_error_adds_the_start_base_and_joins_by_request_id() -> None:
+    base = 7_000_000_000
+    lines: list[dict[str, Any]] = [
+        {"x_request_id": "a", "first_token_ns": 1_000_000},
+        {"x_request_id": "b", "first_token_ns": 3_000_000},
+        {"x_request_id": "c", "first_token_ns": None},  # failed: no first token
+        {"x_request_id": "z", "first_token_ns": 5_000_000},  # no server record: skipped
+    ]
+    truth = {"a": [base + 500_000], "b": [base + 1_000_000, base + 9_000_000], "c": [base]}
+    # a: (1.0 ms + base) - (base + 0.5 ms) = 0.5 ms; b: 3.0 - 1.0 = 2.0 ms
+    assert ttft_errors_ms(lines, base, truth) == [0.5, 2.0]
+
+
+def test_token_rate_and_serving_span() -> None:
+    # 1000 tokens over 0.5 s = 2000 tokens/s
+    assert token_rate(1000, 1_000_000_000, 1_500_000_000) == 2000.0
+    assert math.isnan(token_rate(10, 5, 5))
+    assert serving_span_s({"a": [2_000_000_000, 3_000_000_000], "b": [1_000_000_000], "c": []}) == 2.0
+    assert serving_span_s({}) == 0.0
+
+
+def test_scaling_is_registered_but_not_in_the_default_make_bench_set() -> None:
+    from bench.__main__ import BENCHMARKS, DEFAULT
+
+    assert BENCHMARKS["scaling"] == "bench.scaling"
+    assert "scaling" not in DEFAULT
+    assert set(DEFAULT) <= set(BENCHMARKS)
+
+
+def test_ingest_rates_from_the_servers_stamps_and_the_clients_lines() -> None:
+    truth = {"a": [0, 500_000_000, 1_000_000_000], "b": [250_000_000, 1_000_000_000], "c": []}
+    lines: list[dict[str, Any]] = [
+        {"first_token_ns": 100, "last_token_ns": 400_000_100, "output_tokens": 3},
+        {"first_token_ns": 200_000_100, "last_token_ns": 500_000_100, "output_tokens": 2},
+        {"first_token_ns": None, "last_token_ns": None, "output_tokens": 0},  # failed: left out
+    ]
+    # server: 5 tokens over 1.0 s; client: 5 tokens over 0.5 s
+    assert ingest_rates(lines, truth) == (5.0, 10.0)
+    assert all(math.isnan(v) for v in ingest_rates([], truth))
