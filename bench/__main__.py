@@ -12,9 +12,10 @@ BENCHMARKS: dict[str, str] = {
     "simengine": "bench.sim_capacity",
     "exporter": "bench.exporter_scrape",
     "scaling": "bench.scaling",
+    "baseline": "bench.baseline_check",
 }
 # `python -m bench` with no names: these (scaling needs a many-core host: `python -m bench scaling`)
-DEFAULT: tuple[str, ...] = ("loadgen", "simengine", "exporter")
+DEFAULT: tuple[str, ...] = ("loadgen", "simengine", "exporter", "baseline")
 
 
 def main(argv: list[str]) -> int:

@@ -4,19 +4,23 @@ A series is one metric of one baseline series (say TPOT p99 of `llama-8b/c32` on
 first. The check is *sequential*, the way a schedule uses it: after each run it asks whether the runs
 since some recent index `i` differ from the runs of the current regime before `i`, and a confirmed
 change starts a new regime. So checking a whole stored history gives the changes an online check would
-have raised, at the run it would have raised them.
+have raised, at the run it would have raised them (`Change.detected_at`).
 
-The test, in log space (shifts are relative):
-- the regime before the candidate is summarised robustly: median, and the normal-consistent median
-  absolute deviation (`scipy.stats.median_abs_deviation(scale="normal")`) as its noise;
-- every value is clipped to median +- CLIP noise units, so one wild run moves a mean by at most CLIP
-  units (a single outlier is not a change);
-- the clipped runs after the candidate are compared with the clipped runs before it by a one-sided
-  pooled two-sample t-test (`scipy.stats.ttest_ind`), in the direction asked (worse, or better);
+The test, in log space (shifts are relative), for each candidate `i` among the last `max_after` runs:
+- the regime before `i` is summarised robustly: median, and the normal-consistent median absolute
+  deviation (`scipy.stats.median_abs_deviation(scale="normal")`) as its noise;
+- runs before `i` are clipped to median +- 3 noise units, runs after it to +- 5, so one wild run moves
+  a mean by a bounded amount;
+- the runs after `i` are compared with those before by a one-sided pooled two-sample t-test
+  (`scipy.stats.ttest_ind_from_stats`), in the direction asked (worse, or better): p < `alpha`;
+- without the most extreme run after `i`, the same test must still give p < `loo_alpha` and the
+  median of the rest must sit at least `min_shift` noise units beyond the median before: a single
+  outlier, however large, is not a change, nor does one run at a new level carry earlier ones;
 - a change needs at least `min_after` runs after it (default 2): the newest run alone that looks worse
   is only *suspected* (a re-run settles it), and becomes *confirmed* when the next run agrees.
-The candidate with the smallest p-value below `alpha` is where the change is placed: the first run of
-the new level.
+The candidate with the smallest p-value passing all three is where the change is placed: the first run
+of the new level. The defaults are the ones `make bench` (bench/baseline_check.py) measures against
+seeded synthetic histories, naive rules and Apache Otava.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ CLIP_AFTER = 5.0  # runs after it move the comparison by at most this many noise
 class DetectorSettings:
     """Knobs of the check; the defaults are the ones `make bench` measures."""
 
-    alpha: float = 0.0005  # one-sided p-value a confirmed change must beat
+    alpha: float = 0.003  # one-sided p-value a confirmed change must beat
     suspect_alpha: float = 0.001  # p-value of the newest run alone, for a suspected change
     min_before: int = 8  # runs of the current regime needed before a change can be placed
     max_before: int = 30  # at most this many runs before a candidate are compared
@@ -44,6 +48,7 @@ class DetectorSettings:
     max_after: int = 6  # candidates lie at most this many runs back from the newest
     min_relative: float = 0.01  # smaller shifts (|after/before - 1|) are not reported
     loo_alpha: float = 0.05  # without its most extreme run, the rest must still differ at this level
+    min_shift: float = 1.5  # median after vs median before, in noise units, at least
     noise_floor: float = 0.002  # smallest noise (relative) assumed, for near-constant series
 
 
@@ -90,17 +95,21 @@ def _t_test(rows: list[tuple[float, ...]], worse_up: bool) -> np.ndarray:
 
 def _p_values(
     logs: np.ndarray, starts: list[int], splits: list[int], end: int, worse_up: bool, floor: float
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per split: the p-value that logs[split:end] sit on the worse side of logs[start:split], and the
     same without the most extreme run after the split (1.0 when only one run is after it)."""
-    rows, loo_rows, has_loo = [], [], []
+    rows, loo_rows, has_loo, shifts = [], [], [], []
     for start, split in zip(starts, splits, strict=True):
         before, after = logs[start:split], logs[split:end]
         rows.append(_segment_stats(before, after, floor))
         rest = np.delete(after, int(np.argmax(after) if worse_up else np.argmin(after)))
+        scale = max(float(stats.median_abs_deviation(before, scale="normal")), floor)
+        shift = (float(np.median(rest if len(rest) else after)) - float(np.median(before))) / scale
+        shifts.append(shift if worse_up else -shift)
         has_loo.append(len(rest) > 0)
         loo_rows.append(_segment_stats(before, rest if len(rest) else after, floor))
-    return _t_test(rows, worse_up), np.where(has_loo, _t_test(loo_rows, worse_up), 1.0)
+    p_loo = np.where(has_loo, _t_test(loo_rows, worse_up), 1.0)
+    return _t_test(rows, worse_up), p_loo, np.array(shifts)
 
 
 def _best_split(
@@ -111,8 +120,8 @@ def _best_split(
     if not splits:
         return None
     starts = [max(start, split - settings.max_before) for split in splits]
-    p, p_loo = _p_values(logs, starts, splits, end, worse_up, settings.noise_floor)
-    ok = (p < settings.alpha) & (p_loo < settings.loo_alpha)
+    p, p_loo, shift = _p_values(logs, starts, splits, end, worse_up, settings.noise_floor)
+    ok = (p < settings.alpha) & (p_loo < settings.loo_alpha) & (shift >= settings.min_shift)
     if not ok.any():
         return None
     best = int(np.argmin(np.where(ok, p, np.inf)))
