@@ -145,3 +145,60 @@ def check(
     findings = _check(_store(store, results_dir), suite, series)
     _show(findings, as_json, markdown_file, fail_on)
     sys.exit(exit_status(findings, fail_on))
+
+
+@baseline.command("schedule")
+@click.argument("suite_file", type=click.Path(dir_okay=False))
+@click.option("--cron", required=True, help="When passes start (cron, UTC), e.g. '0 2 * * *'.")
+@click.option("--results-dir", help="Override the suite's results_dir.")
+@click.option(
+    "--metrics-port", type=int, default=9404, show_default=True, help="The scheduler's /metrics (0: off)."
+)
+@click.option(
+    "--metrics-address", default="127.0.0.1", show_default=True, help="Address /metrics listens on."
+)
+@click.option("--store", metavar="URL", envvar="LOADGEN_STORE", help=STORE_HELP)
+@click.option("--fail-on", type=click.Choice(FAIL_ON), default="confirmed", show_default=True)
+def schedule(
+    suite_file: str,
+    cron: str,
+    results_dir: str | None,
+    metrics_port: int,
+    metrics_address: str,
+    store: str | None,
+    fail_on: str,
+) -> None:
+    """Run a pass at every time of --cron, one at a time, until stopped; serves its own metrics."""
+    from prometheus_client import start_http_server
+
+    from loadgen.baseline.cycle import scheduled_pass
+    from loadgen.baseline.schedule import Scheduler, SchedulerMetrics, check_cron
+    from loadgen.run.runner import run_benchmark_sync
+
+    suite = _suite(suite_file, results_dir)  # bad input is refused before the first pass
+    try:
+        check_cron(cron)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    url = _store(store, suite.plan.results_dir)
+    metrics = SchedulerMetrics(suite.name)
+    if metrics_port:
+        start_http_server(metrics_port, metrics_address, registry=metrics.registry)
+    api_key = os.environ.get("LOADGEN_API_KEY") or os.environ.get("OPENAI_API_KEY")
+
+    def log(message: str) -> None:
+        click.echo(message, err=True)
+
+    one = scheduled_pass(
+        suite_file,
+        url,
+        run_fn=run_benchmark_sync,
+        results_dir=results_dir,
+        fail_on=fail_on,
+        log=log,
+        api_key=api_key,
+    )
+    try:
+        Scheduler(cron, one, metrics, log=log).run()
+    except KeyboardInterrupt:
+        click.echo("schedule stopped", err=True)
