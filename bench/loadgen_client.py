@@ -27,9 +27,10 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from loadgen.config import HTTP_CLIENTS, RunConfig
-from loadgen.run import evloop
 from loadgen.run.runner import run_benchmark
 from loadgen.stats import percentile
+from loadgen.targets.sim import DEFAULT_PERSONALITY
+from loadgen.transport import evloop
 
 CLIENT_CPU, SERVER_CPU = 0, 1
 _CHUNK = (
@@ -183,7 +184,7 @@ class ServerProcess:
 
 async def _client_run(url: str, out_dir: str, **kw: Any) -> tuple[Any, float, list[dict[str, Any]]]:
     config = RunConfig(
-        target="vllm",
+        target=DEFAULT_PERSONALITY,  # an engine preset: sends ignore_eos, as against vLLM
         base_url=url,
         model="bench",
         metrics_port=0,

@@ -15,9 +15,11 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from infergauge.engines import ENGINES
 from loadgen.workload.distributions import SpecError, parse_length
 
-TARGET_NAMES = ("vllm", "sglang", "openai", "sim")
+# `--target`: every real engine of the registry (their presets), any OpenAI server, the embedded sim
+TARGET_NAMES = (*(name for name, spec in ENGINES.items() if not spec.plays), "openai", "sim")
 ENDPOINTS = ("completions", "chat")
 WORKLOADS = ("random", "random-text", "shared-prefix", "jsonl")
 ARRIVALS = ("poisson", "constant", "gamma")

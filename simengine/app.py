@@ -9,7 +9,7 @@ from simengine.engine import Engine
 from simengine.faults import FaultInjector
 from simengine.groundtruth import GroundTruthWriter
 from simengine.openai_api import add_openai_routes
-from simengine.personalities import PERSONALITIES
+from simengine.personalities.registry import PERSONALITIES
 from simengine.state import STATE, AppState
 
 

@@ -15,9 +15,9 @@ from typing import Any
 
 from infergauge.redact import REDACTED, redact_mapping
 from simengine.gpu import DTYPE_BYTES, GPU_PROFILES, INTERCONNECTS, default_kv_cache_tokens
+from simengine.personalities import catalog
 
-PERSONALITIES = ("vllm", "sglang")
-DEFAULT_PORTS = {"vllm": 8000, "sglang": 30000}
+PERSONALITIES = catalog.NAMES
 DEFAULT_MODEL = "sim-llama-8b"
 DEV_MODE_ENV = "VLLM_SERVER_DEV_MODE"  # vLLM serves /server_info, /reset_prefix_cache only when set to 1
 
@@ -30,7 +30,7 @@ class ConfigError(ValueError):
 class SimConfig:
     """The resolved configuration of one simulated engine."""
 
-    personality: str = "vllm"
+    personality: str = catalog.DEFAULT
     host: str = "127.0.0.1"
     port: int = 8000
     model: str = DEFAULT_MODEL
@@ -200,11 +200,11 @@ def parse_args(argv: list[str], environ: Mapping[str, str] | None = None) -> Sim
         given["api_key"] = tuple(given["api_key"])
     if positional_model and "model" not in given:
         given["model"] = positional_model
-    personality = given.get("personality", "vllm")
+    personality = given.get("personality", catalog.DEFAULT)
     _check_choice("--personality", personality, PERSONALITIES)
-    given.setdefault("port", DEFAULT_PORTS[personality])
-    if personality == "sglang":
-        given.setdefault("block_size", 1)  # SGLang's --page-size default
+    given.setdefault("port", catalog.default_port(personality))
+    starts_with = catalog.STARTS_WITH[personality]
+    given.setdefault("block_size", starts_with.get("block_size", SimConfig.block_size))
     model = given.get("model", DEFAULT_MODEL)
     served = given.pop("served_model_name", None)
     given["served_model_name"] = served[0] if served else model
@@ -229,7 +229,7 @@ def parse_args(argv: list[str], environ: Mapping[str, str] | None = None) -> Sim
             "cache more memory"
         )
     if not cfg.engine_version:
-        cfg = _replace(cfg, engine_version="0.33.0+sim" if personality == "vllm" else "0.5.23+sim")
+        cfg = _replace(cfg, engine_version=starts_with["engine_version"])
     return cfg
 
 

@@ -56,8 +56,9 @@ def loadgen(*args: str) -> Result:
     return CliRunner().invoke(cli, list(args), catch_exceptions=False)
 
 
-def sim_run(results: Path, store: str, *extra: str) -> Result:
-    """A short run against the embedded simulated engine, no exporter, no lingering."""
+def sim_run(results: Path, store: str | None, *extra: str) -> Result:
+    """A short run against the embedded simulated engine, no exporter, no lingering (store None:
+    no --store option)."""
     exporter = f"http://127.0.0.1:{free_port()}"  # nothing listens: the run has no exporter facts
     return loadgen(
         "run",
@@ -76,8 +77,7 @@ def sim_run(results: Path, store: str, *extra: str) -> Result:
         exporter,
         "--results-dir",
         str(results),
-        "--store",
-        store,
+        *(() if store is None else ("--store", store)),
         *extra,
     )
 

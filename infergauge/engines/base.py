@@ -148,6 +148,7 @@ class EngineSpec:
     flush_path: str | None = None  # POST endpoint that empties the prefix cache
     flush_needs: str | None = None  # what the flush needs to be served (e.g. an env var)
     metrics: Mapping[str, str] = field(default_factory=dict)  # role -> this engine's metric name
+    plays: tuple[str, ...] = ()  # a simulator: the engines it can answer as (no target preset of its own)
 
     def metric(self, role: str) -> str | None:
         """This engine's metric for a role (METRIC_ROLES), None when it has none."""

@@ -32,6 +32,7 @@ SPEC = EngineSpec(
     launch_prefixes=(("loadgen", "sim"),),
     launch_modules=("simengine",),
     counterpart="sglang",
+    plays=("vllm", "sglang"),
     env_prefixes=("SIMENGINE_",),
     flags=FLAGS,
     switches={"prefix_caching": Switch("disable_radix_cache", True)},

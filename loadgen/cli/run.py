@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 
 import click
 
-from loadgen.cli.store import store_option
+from loadgen.cli.store import STORE_ENV, store_option
 from loadgen.config import (
     ARRIVALS,
     ENDPOINTS,
@@ -87,7 +87,7 @@ def _flag_values(params: Mapping[str, Any]) -> dict[str, Any]:
 def build_config(params: Mapping[str, Any], extra: list[str], environ: Mapping[str, str]) -> RunConfig:
     """Resolve YAML < env < flags into a RunConfig (raises ConfigError / click.UsageError)."""
     yaml_values = load_yaml(params["config"]) if params.get("config") else {}
-    env_values = env_overrides(environ)
+    env_values = env_overrides({k: v for k, v in environ.items() if k != STORE_ENV})  # --store's own
     for var, key in (
         ("OPENAI_API_KEY", "api_key"),
         ("GRAFANA_URL", "grafana_url"),
@@ -219,8 +219,8 @@ class LateSignals:
 def _show(
     config: RunConfig, late: LateSignals, result: RunResult, *, json_output: bool, store: StoreURL | None
 ) -> None:
-    """Print the summary (before the linger), where the record went, its row in the results store,
-    and how long /metrics stays."""
+    """Print the summary (before the linger), write the run's row to the results store, say where
+    the record went and how long /metrics stays."""
     from loadgen.run.progress import summary_table
     from loadgen.store.writer import store_run
 
@@ -229,8 +229,9 @@ def _show(
         click.echo(json.dumps(result.summary, indent=2, default=str))
     else:
         click.echo(summary_table(result.summary))
-    click.echo(results_line(result.result_dir, result.not_written), err=True)
+    # the row first: a record not fully written stays the last line the user reads
     store_run(store, config.results_dir, result.run_id, lambda line: click.echo(line, err=True))
+    click.echo(results_line(result.result_dir, result.not_written), err=True)
     if config.metrics_port and config.linger_s:
         click.echo(
             f"metrics stay up for {config.linger_s:g} s on :{config.metrics_port}/metrics (Ctrl-C ends it)",

@@ -13,15 +13,17 @@ from loadgen.store.db import StoreError, open_store
 from loadgen.store.schema import LATEST
 from loadgen.store.url import StoreURL, StoreURLError, parse_store
 
+STORE_ENV = "LOADGEN_STORE"  # read here, at the CLI: the store is no RunConfig field
 STORE_HELP = (
     "Results database: sqlite:///PATH (default: <results-dir>/infergauge.db), "
-    "postgresql://USER@HOST/DB (password from PGPASSWORD or ~/.pgpass), or none."
+    "postgresql://USER@HOST/DB (password from PGPASSWORD or ~/.pgpass), or none; "
+    f"default from {STORE_ENV}."
 )
 
 
 def store_option(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """The `--store URL` option every command that writes or reads the store takes."""
-    return click.option("--store", "store", metavar="URL", help=STORE_HELP)(fn)
+    """The `--store URL` option (else $LOADGEN_STORE) every command that writes or reads the store takes."""
+    return click.option("--store", "store", metavar="URL", envvar=STORE_ENV, help=STORE_HELP)(fn)
 
 
 def resolve_store(value: str | None, results_dir: str) -> StoreURL | None:

@@ -16,7 +16,7 @@ from infergauge.redact import redact
 from loadgen import __version__
 from loadgen.provenance import git_sha
 from loadgen.results.exporter_client import match_engine
-from loadgen.run.evloop import loop_name
+from loadgen.transport.evloop import loop_name
 from loadgen.targets.base import EngineMetadata
 
 

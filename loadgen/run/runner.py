@@ -18,11 +18,11 @@ import aiohttp
 from loadgen.config import ConfigError, RunConfig
 from loadgen.records import RunResult
 from loadgen.results.rundir import probe_writable
-from loadgen.run import evloop
 from loadgen.run.measure import route_signals
 from loadgen.run.reach import preflight
 from loadgen.run.steps import OnResult, RunContext, run_steps
 from loadgen.targets import get_target
+from loadgen.transport import evloop
 from loadgen.transport.dispatch import connector_limit
 from loadgen.transport.rawhttp import RawClient
 from loadgen.transport.stamping import StampingConnector

@@ -85,6 +85,18 @@ def series_key(manifest: Doc, summary: Doc) -> str:
     return f"{what}@{gpu}"
 
 
+def finite_json(obj: Any) -> Any:
+    """`obj` with non-finite floats as strings ("inf"), as the run folders write them: JSONB takes
+    no NaN or Infinity, and a row built from memory must equal the one built from the folder."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return str(obj)
+    if isinstance(obj, dict):
+        return {str(k): finite_json(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [finite_json(v) for v in obj]
+    return obj
+
+
 def content_hash(manifest: Doc, summary: Doc) -> str:
     """sha256 of the canonical JSON of manifest + summary: equal when nothing in the record changed."""
     text = json.dumps([manifest, summary], sort_keys=True, separators=(",", ":"), default=str)
@@ -114,6 +126,7 @@ _FIGURES.update(
 
 def build_row(manifest: Doc, summary: Doc) -> Doc:
     """The `runs` row of one run record (every column of schema.RUNS_COLUMNS)."""
+    manifest, summary = finite_json(manifest), finite_json(summary)
     engine, found = manifest.get("engine") or {}, gpus(manifest)
     url = engine.get("base_url") or dig(manifest, "config", "base_url")
     row: Doc = {

@@ -1,11 +1,2 @@
-"""Engine personalities: one module per engine, chosen by `--personality` from this registry."""
-
-from __future__ import annotations
-
-from simengine.personalities.sglang import SglangPersonality
-from simengine.personalities.vllm import VllmPersonality
-
-PERSONALITIES: dict[str, type[VllmPersonality] | type[SglangPersonality]] = {
-    "vllm": VllmPersonality,
-    "sglang": SglangPersonality,
-}
+"""Engine personalities: one module per engine (registry.py maps --personality names to them;
+catalog.py holds their names and start-up defaults as plain data)."""

@@ -108,3 +108,21 @@ def test_a_newer_schema_is_refused_by_name(backend: Backend, tmp_path: Path) -> 
     assert run.exit_code == 0  # the run itself is kept; its row waits for a newer loadgen
     assert f"schema version {newer}" in run.stderr
     assert len(run_ids(results)) == 1
+
+
+def test_a_crashed_run_folder_is_imported_marked_crashed_and_partial(
+    backend: Backend, tmp_path: Path
+) -> None:
+    results = tmp_path / "results"
+    assert sim_run(results, "none").exit_code == 0
+    (run_id,) = run_ids(results)
+    folder = results / run_id  # as a killed loadgen leaves it: the start manifest and the journal
+    (folder / "summary.json").unlink()
+    manifest = json.loads((folder / "manifest.json").read_text())
+    (folder / "manifest.json").write_text(json.dumps({**manifest, "status": "running", "ended_at": None}))
+    result = loadgen("store", "import", str(results), "--store", backend.url)
+    assert "1 new, 0 updated, 0 skipped, 0 unreadable" in result.stdout
+    row = stored(backend.url)[run_id]
+    assert row["status"] == "crashed"
+    assert row["partial"]
+    assert row["e2e_p99_s"] is not None  # the summary load_run rebuilt from the journal's lines

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -98,3 +101,36 @@ def test_the_password_can_come_from_pgpassword(
     run = sim_run(results, url)
     assert "warning" not in run.stderr
     assert sorted(stored(pg.url(database))) == sorted(set(run_ids(results)) - refused)
+
+
+@contextlib.contextmanager
+def _small_tmpfs(path: Path) -> Iterator[Path]:
+    """A 256 KiB tmpfs at `path` (skips where mounting is not allowed), unmounted after."""
+    path.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(path)], capture_output=True
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def test_a_full_store_costs_a_warning_not_the_run(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    with _small_tmpfs(tmp_path / "disk") as disk:
+        url = f"sqlite:///{disk / 'runs.db'}"
+        assert loadgen("store", "migrate", "--store", url).exit_code == 0
+        with contextlib.suppress(OSError), (disk / "filler").open("wb") as fh:  # fill it to the last page
+            while True:
+                fh.write(b"\0" * 4096)
+                fh.flush()
+        full = sim_run(results, url)
+        assert full.exit_code == 0
+        assert f"warning: results store {url} did not take run" in full.stderr
+        assert "full" in full.stderr  # sqlite: "database or disk is full"
+        (disk / "filler").unlink()
+        later = loadgen("store", "import", str(results), "--store", url)
+    assert "1 new, 0 updated, 0 skipped, 0 unreadable" in later.stdout

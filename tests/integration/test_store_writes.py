@@ -97,3 +97,17 @@ def test_every_run_of_an_experiment_plan_writes_its_row(backend: Backend, tmp_pa
     runs = run_ids(results)
     assert len(runs) == 2
     assert sorted(stored(backend.url)) == runs
+
+
+def test_loadgen_store_names_the_store_and_the_flag_beats_it(
+    backend: Backend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    results = tmp_path / "results"
+    monkeypatch.setenv("LOADGEN_STORE", backend.url)  # as the shipped CronJob and CI job set it
+    assert sim_run(results, None).exit_code == 0
+    from_env = set(run_ids(results))
+    assert sorted(stored(backend.url)) == sorted(from_env)
+    assert sim_run(results, "none").exit_code == 0  # the flag wins
+    assert sorted(stored(backend.url)) == sorted(from_env)
+    assert len(run_ids(results)) == 2
+    assert "1 new, 0 updated, 1 skipped" in loadgen("store", "import", str(results)).stdout

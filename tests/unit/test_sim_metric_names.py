@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 import simengine.data
 from simengine.config import parse_args
 from simengine.engine import record_step
-from simengine.personalities import PERSONALITIES
+from simengine.personalities.registry import PERSONALITIES
 from simengine.personalities.vllm_metrics import build_1_2_5_buckets
 from simengine.request import RequestGroup, Sequence
 from simengine.virtual import build_scheduler

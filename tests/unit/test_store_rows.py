@@ -39,7 +39,7 @@ def test_a_real_runs_row_carries_its_figures_and_facts(name: str) -> None:
     assert row["requests_ok"] == summary["requests"]["ok"]
     assert row["workload_fingerprint"] == manifest["workload"]["fingerprint"]
     assert row["status"] == "ok"
-    assert row["manifest"] is manifest
+    assert row["manifest"] == manifest
 
 
 def test_the_public_base_url_has_no_userinfo() -> None:
@@ -143,3 +143,12 @@ def test_every_column_gets_a_type_and_the_upsert_names_them_all(name: str) -> No
     sql = schema.upsert(dialect, [c for c, _ in schema.RUNS_COLUMNS])
     assert sql.count(dialect.placeholder("run_id")) == 1
     assert "run_id = excluded.run_id" not in sql  # the key is never rewritten
+
+
+def test_non_finite_floats_are_stored_as_the_folder_writes_them() -> None:
+    manifest, summary = _record(RUNS[0])
+    in_memory = {**summary, "ttft_s": {**summary["ttft_s"], "max": float("inf")}}
+    from_folder = {**summary, "ttft_s": {**summary["ttft_s"], "max": "inf"}}  # rundir.write_json's form
+    row = build_row(manifest, in_memory)
+    assert row["summary"]["ttft_s"]["max"] == "inf"  # JSONB takes no Infinity
+    assert row["row_hash"] == build_row(manifest, from_folder)["row_hash"]
