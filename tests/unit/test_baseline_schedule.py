@@ -75,3 +75,28 @@ def test_an_overrunning_pass_delays_the_next_slot_instead_of_overlapping() -> No
 def test_a_bad_cron_is_named(bad: str) -> None:
     with pytest.raises(ValueError, match=re.escape(f"invalid --cron {bad!r}")):
         check_cron(bad)
+
+
+def test_the_scheduler_exposes_what_docs_metrics_lists() -> None:
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    from prometheus_client import generate_latest
+
+    metrics = _metrics()
+    metrics.scheduled(T0)
+    metrics.finished(T0, PassOutcome("ok", 0))
+    text = generate_latest(metrics.registry).decode()
+    names = {
+        line.split("{")[0].split(" ")[0] for line in text.splitlines() if line and not line.startswith("#")
+    }
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "METRICS.md").read_text()
+    assert {n for n in names if not n.endswith("_created")} == {n for n in names if f"`{n}`" in doc}, (
+        "every exposed series is documented"
+    )
+    promtool = shutil.which("promtool") or "/usr/bin/promtool"
+    checked = subprocess.run(
+        [promtool, "check", "metrics"], input=text, capture_output=True, text=True, check=False
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
