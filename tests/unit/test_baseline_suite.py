@@ -70,3 +70,8 @@ def test_a_bad_suite_exits_2_before_running(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert f"{bad}:5:" in result.output
     assert not (tmp_path / "x.db").exists()
+
+
+def test_the_shipped_deploy_suite_is_valid() -> None:
+    suite = load_suite(EXAMPLE.parents[1] / "deploy" / "kubernetes" / "base" / "suite.yaml")
+    assert (suite.name, suite.series) == ("nightly", ("vllm-medium-rate8",))
