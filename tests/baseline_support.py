@@ -36,7 +36,7 @@ def write_suite(
         "engines": engines,
         "workloads": {"tiny": {"input_len": 32, "output_len": 8}},  # long steps, few of them
         "metrics": ["tpot_p99", "e2e_p99", "request_throughput", "output_throughput"],
-        "check": {"min_before": 5, "min_relative": 0.06, "alpha": 0.005},
+        "check": {"min_before": 5, "min_relative": 0.08},  # the step is 15%; drift of a loaded machine ~5%
         "series": series,
     }
     path.write_text(yaml.safe_dump(suite, sort_keys=False))
