@@ -67,7 +67,8 @@ def gpu_checks(gpus: list[dict[str, Any]], engine_pids: set[int]) -> list[dict[s
 
 
 def engine_checks(engines: list[dict[str, Any]], configured_urls: list[str]) -> list[dict[str, str]]:
-    """Configured engines that do not answer, no engine at all, unknown versions."""
+    """Configured engines that do not answer (error) or answer but are not ready (warning), no engine
+    at all, unknown versions. A slow optional endpoint (stale facts) is neither: the engine answered."""
     found: list[dict[str, str]] = []
     if not engines:
         found.append(finding("no_engine", "info", "no vLLM, SGLang or simulated engine found on this host"))
@@ -75,6 +76,15 @@ def engine_checks(engines: list[dict[str, Any]], configured_urls: list[str]) -> 
         if engine["url"] in configured_urls and not engine["up"]:
             found.append(
                 finding("engine_down", "error", f"{engine['engine']} at {engine['url']} does not answer")
+            )
+        if engine["up"] and not engine.get("ready", True):
+            found.append(
+                finding(
+                    "engine_not_ready",
+                    "warning",
+                    f"{engine['engine']} at {engine['url']} answers but its readiness endpoint is not 200"
+                    " (starting, warming up or unhealthy)",
+                )
             )
         if engine["up"] and not engine.get("version"):
             found.append(finding("engine_version_unknown", "warning", f"{engine['engine']} version unknown"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import psutil
 
@@ -35,7 +36,8 @@ class EngineProcess:
     pid: int
     argv: list[str]
     args: dict[str, Value]
-    children: list[int] = field(default_factory=list)
+    children: list[int] = field(default_factory=list)  # every descendant (JIT compilers included)
+    titled: list[int] = field(default_factory=list)  # descendants titled as its GPU workers
     listening: list[int] = field(default_factory=list)  # TCP ports it listens on, when known
 
     @property
@@ -83,7 +85,27 @@ def find_engines(procs: list[ProcInfo]) -> list[EngineProcess]:
         owner = engine_ancestor(proc.pid, by_pid, found)
         if owner is not None and owner.pid != proc.pid:
             owner.children.append(proc.pid)
+            if proc.cmdline and proc.cmdline[0].strip() in engines.get(owner.engine).child_titles:
+                owner.titled.append(proc.pid)
     return list(found.values())
+
+
+def gpu_holders(engine: EngineProcess, nvml_pids: set[int] | None) -> list[int]:
+    """The engine's processes that hold GPU memory: its process tree intersected with NVML's GPU
+    process list; without that list, its children titled as the engine's GPU workers.
+
+    SGLang's JIT warm-up runs compiler subprocesses under the scheduler: they are in the tree but
+    not in NVML's list, so they are not GPU processes of the engine.
+    """
+    if nvml_pids is None:
+        return sorted(engine.titled)
+    return sorted(pid for pid in {engine.pid, *engine.children} if pid in nvml_pids)
+
+
+def nvml_process_ids(gpus: list[dict[str, Any]]) -> set[int] | None:
+    """Pids in the manifest GPUs' NVML process lists; None when no GPU's list was read."""
+    lists = [gpu["processes"] for gpu in gpus if isinstance(gpu.get("processes"), list)]
+    return {int(p["pid"]) for listed in lists for p in listed} if lists else None
 
 
 def engine_ancestor(
@@ -141,3 +163,26 @@ def listening_ports(pid: int) -> list[int]:
     except (psutil.Error, OSError):
         return []
     return sorted({c.laddr.port for c in conns if c.status == psutil.CONN_LISTEN and c.laddr})
+
+
+@dataclass(frozen=True)
+class ProcessContext:
+    """A process's whole environment and working directory (None where it cannot be read)."""
+
+    environ: dict[str, str] | None = None
+    cwd: str | None = None
+
+
+def process_context(pid: int) -> ProcessContext:
+    """The environment (/proc/<pid>/environ) and cwd a process runs with; secrets included, so it
+    is only ever handed to a child process, never shown."""
+    try:
+        proc = psutil.Process(pid)
+        environ = dict(proc.environ()) or None
+    except (psutil.Error, OSError):
+        return ProcessContext()
+    try:
+        cwd: str | None = proc.cwd()
+    except (psutil.Error, OSError):
+        cwd = None
+    return ProcessContext(environ, cwd)

@@ -1,28 +1,43 @@
-"""Asking a running engine about itself over HTTP: up, version, served model, server args.
+"""Asking a running engine about itself over HTTP: answering, ready, version, model, server args.
 
 Every metadata endpoint a registered engine answers is asked once (`infergauge.engines.metadata_paths`),
-and the engine is recognised from what the bodies *contain* (`detect_http`), not from which
-endpoint answered: a vLLM in dev mode and the simulated vLLM answer `/server_info` too.
+all at the same time, and the engine is recognised from what the bodies *contain* (`detect_http`),
+not from which endpoint answered: a vLLM in dev mode and the simulated vLLM answer `/server_info` too.
+*Answering* (`up`) means some endpoint gave an HTTP answer; *ready* means the engine's readiness
+endpoint (the spec's `readiness_path`, `/health`) said 200. An endpoint that times out is listed in
+`timed_out`: it says nothing about `up`, and the caller may keep that endpoint's last facts.
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from infergauge.engines import EngineSpec, detect_http, metadata_paths
+from infergauge.engines import (
+    ENGINES,
+    EngineSpec,
+    detect_http,
+    info_metric_paths,
+    metadata_paths,
+    readiness_paths,
+    readiness_timeout_s,
+)
+from infergauge.engines.resolve import info_metric_args
 from infergauge.redact import redact_url
 
 
 @dataclass
 class EngineHttpFacts:
-    """What the endpoints said; `up` is True when any of them answered 200."""
+    """What the endpoints said: `up` = some endpoint answered HTTP, `ready` = readiness said 200."""
 
     url: str
     up: bool = False
+    ready: bool = False
     engine: str | None = None
     version: str | None = None
     model: str | None = None
@@ -30,25 +45,48 @@ class EngineHttpFacts:
     server_args: dict[str, Any] = field(default_factory=dict)  # the server-info body's scalar fields
     server_info: dict[str, Any] | None = None  # the whole server-info body, for resolve()
     server_info_path: str = ""
+    reported: dict[str, Any] = field(default_factory=dict)  # args its info metric states (/metrics)
+    timed_out: list[str] = field(default_factory=list)  # endpoints that gave no answer in time
 
 
 class Unreachable(Exception):
-    """Nothing answers at that address (refused, timed out, no route)."""
+    """Nothing answers at that address (refused, no route)."""
 
 
-def get_json(url: str, timeout_s: float, headers: dict[str, str] | None = None) -> Any | None:
-    """GET a JSON body; None on an HTTP error status or a body that is not JSON; Unreachable when
-    no HTTP answer came at all (so a dead engine costs one timeout, not one per endpoint)."""
+class TimedOut(Unreachable):
+    """The address accepted the connection but gave no answer in time."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One endpoint's answer: its HTTP status and JSON body (None when not JSON or not 200), or the
+    text of a 200 body that is not JSON (a /metrics page)."""
+
+    status: int
+    body: Any = None
+    text: str = ""
+
+
+def _timeout(exc: BaseException) -> bool:
+    reason = getattr(exc, "reason", exc)
+    return isinstance(reason, TimeoutError | socket.timeout) or "timed out" in str(reason)
+
+
+def get_answer(url: str, timeout_s: float, headers: dict[str, str] | None = None) -> Answer:
+    """GET `url`: its status and JSON body; TimedOut / Unreachable when no HTTP answer came."""
     request = urllib.request.Request(url, headers=headers or {})
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310 - user-given URL
-            return json.loads(response.read(2_000_000)) if response.status == 200 else None
-    except urllib.error.HTTPError:
-        return None
+            raw = response.read(2_000_000)
+            status = int(response.status)
+    except urllib.error.HTTPError as exc:
+        return Answer(exc.code)
     except (urllib.error.URLError, OSError) as exc:
-        raise Unreachable(str(exc)) from exc
+        raise (TimedOut if _timeout(exc) else Unreachable)(str(exc)) from exc
+    try:
+        return Answer(status, json.loads(raw) if status == 200 and raw else None)
     except ValueError:
-        return None
+        return Answer(status, text=raw.decode("utf-8", "replace") if status == 200 else "")
 
 
 def facts_from_bodies(url: str, bodies: dict[str, Any]) -> EngineHttpFacts:
@@ -71,6 +109,20 @@ def facts_from_bodies(url: str, bodies: dict[str, Any]) -> EngineHttpFacts:
     return facts
 
 
+def facts_from_answers(url: str, answers: dict[str, Answer | None]) -> EngineHttpFacts:
+    """Pure: facts from every endpoint's answer ({path: Answer, or None when it timed out})."""
+    facts = facts_from_bodies(url, {p: a.body for p, a in answers.items() if a is not None})
+    facts.up = any(answer is not None for answer in answers.values())
+    facts.timed_out = [path for path, answer in answers.items() if answer is None]
+    spec = ENGINES.get(facts.engine or "")
+    if spec is not None and spec.info_metric is not None:
+        page = answers.get(spec.info_metric.path)
+        facts.reported = info_metric_args(spec, page.text) if page is not None else {}
+    paths = (spec.readiness_path,) if spec is not None else readiness_paths()
+    facts.ready = any((a := answers.get(p)) is not None and a.status == 200 for p in paths)
+    return facts
+
+
 def _server_info(spec: EngineSpec, bodies: dict[str, Any], facts: EngineHttpFacts) -> None:
     for path in spec.server_info.paths:
         info = bodies.get(path)
@@ -85,14 +137,26 @@ def _server_info(spec: EngineSpec, bodies: dict[str, Any], facts: EngineHttpFact
             return
 
 
+def _ask(url: str, timeout_s: float, headers: dict[str, str]) -> Answer | None | Unreachable:
+    try:
+        return get_answer(url, timeout_s, headers)
+    except TimedOut:
+        return None
+    except Unreachable as exc:
+        return exc
+
+
 def poll_engine(base_url: str, timeout_s: float = 1.0, api_key: str | None = None) -> EngineHttpFacts:
-    """Ask `base_url` every metadata endpoint; the engine recognised from the answers' content."""
+    """Ask `base_url` its readiness and every metadata endpoint at once: `timeout_s` each (a
+    readiness endpoint the longer time its engine needs, e.g. SGLang's generating /health)."""
     base = base_url.rstrip("/")
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    bodies: dict[str, Any] = {}
-    for path in metadata_paths():
-        try:
-            bodies[path] = get_json(f"{base}{path}", timeout_s, headers)
-        except Unreachable:
-            break  # nothing more will answer; what already answered still counts
-    return facts_from_bodies(redact_url(base), bodies)
+    ready = {path: readiness_timeout_s(path, timeout_s) for path in readiness_paths()}
+    limits = {**{path: timeout_s for path in metadata_paths() + info_metric_paths()}, **ready}
+    with ThreadPoolExecutor(max_workers=len(limits)) as pool:
+        futures = {p: pool.submit(_ask, f"{base}{p}", limit, headers) for p, limit in limits.items()}
+        asked = {path: future.result() for path, future in futures.items()}
+    if all(isinstance(answer, Unreachable) for answer in asked.values()):
+        return EngineHttpFacts(url=redact_url(base))  # refused: down, and nothing timed out
+    answers = {p: a for p, a in asked.items() if not isinstance(a, Unreachable)}
+    return facts_from_answers(redact_url(base), answers)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import threading
 import time
@@ -14,18 +16,24 @@ import psutil
 
 from exporter.discovery import (
     EngineProcess,
+    ProcessContext,
     ProcInfo,
     find_engines,
+    gpu_holders,
     listening_ports,
+    process_context,
     read_processes,
     relevant_env,
 )
 from exporter.engine_http import EngineHttpFacts, poll_engine
+from exporter.engine_memory import remember
 from exporter.model_info import read_model_config
 from infergauge import engines
 from infergauge.engines.params import model_of
 from infergauge.engines.resolve import resolve, server_args
 from infergauge.redact import redact_argv, redact_mapping
+
+INTERPRETER_RETRY_S = 30.0
 
 
 @dataclass
@@ -37,7 +45,9 @@ class EngineReport:
     model: str | None
     pid: int | None
     url: str | None
-    up: bool
+    up: bool  # answered HTTP
+    ready: bool = False  # its readiness endpoint (/health) said 200
+    stale: dict[str, float] = field(default_factory=dict)  # fact -> age (s) of a kept last value
     cmdline: list[str] = field(default_factory=list)
     args: dict[str, Any] = field(default_factory=dict)  # every parsed flag, engine's own names
     params: dict[str, Any] = field(default_factory=dict)
@@ -51,16 +61,45 @@ class EngineReport:
         return dict(self.__dict__)
 
 
-def version_from_interpreter(pid: int, engine: str, timeout_s: float = 10.0) -> str | None:
-    """Ask the engine's own Python which version of its package it has installed."""
+def launched_interpreter(pid: int, where: ProcessContext) -> str | None:
+    """The Python the engine was started with, as started: its argv[0] (found with the engine's own
+    PATH and cwd), not /proc/<pid>/exe, which resolves a venv's `bin/python` symlink to the base
+    interpreter and so loses the venv's packages; that executable when argv[0] is no Python."""
     try:
-        exe = psutil.Process(pid).exe()
+        proc = psutil.Process(pid)
+        argv, exe = proc.cmdline(), proc.exe()
     except (psutil.Error, OSError):
+        return None
+    first = argv[0] if argv else ""
+    if not os.path.basename(first).startswith("python"):
+        return exe
+    found = first if os.sep in first else shutil.which(first, path=(where.environ or {}).get("PATH"))
+    if found and not os.path.isabs(found) and where.cwd:
+        found = os.path.join(where.cwd, found)
+    return found if found and os.access(found, os.X_OK) else exe
+
+
+def version_from_interpreter(pid: int, engine: str, timeout_s: float = 10.0) -> str | None:
+    """Ask the engine's own Python, in the engine's own environment and working directory (its
+    PYTHONPATH, VIRTUAL_ENV, PATH from /proc/<pid>/environ), which version of its package it has.
+
+    The environment goes to that one child process only: never into the exporter's, a log or output;
+    the child's stderr is dropped. Unreadable (another user's process): the exporter's own is used.
+    """
+    where = process_context(pid)
+    exe = launched_interpreter(pid, where)
+    if exe is None:
         return None
     code = f"import importlib.metadata as m; print(m.version({engines.get(engine).package!r}))"
     try:
         done = subprocess.run(
-            [exe, "-c", code], capture_output=True, text=True, timeout=timeout_s, check=False
+            [exe, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+            env=where.environ,
+            cwd=where.cwd,
         )
     except (OSError, subprocess.SubprocessError):
         return None
@@ -93,23 +132,41 @@ class EngineInspector:
         self.cache_s = cache_s
         self.gpu_memory_bytes = gpu_memory_bytes
         self.gpu_name = gpu_name
+        self.nvml_pids: set[int] | None = None  # NVML's GPU processes, when the GPU collector read them
         self.read_procs = read_procs
         self.read_env = read_env
         self.ask_interpreter = ask_interpreter
         self.poll = poll
         self.ports_of = ports_of
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards _cached and _refreshing
+        self._inspecting = threading.Lock()  # one inspection at a time (it owns _memory, _versions)
+        self._refreshing = False
         self._cached: tuple[float, list[EngineReport]] | None = None
-        self._versions: dict[tuple[int, str], str | None] = {}
+        self._versions: dict[tuple[int, str], tuple[str | None, float]] = {}  # answer, asked at
+        self._memory: dict[str, dict[str, tuple[Any, float]]] = {}  # url -> last good facts
 
     def reports(self, *, fresh: bool = False) -> list[EngineReport]:
-        """All engines, re-read at most every `cache_s` seconds unless `fresh`."""
+        """All engines: read now when `fresh` or never read; else the last reading, refreshed in the
+        background once it is `cache_s` old (a scrape never waits for a slow engine endpoint)."""
         with self._lock:
-            if not fresh and self._cached and time.monotonic() - self._cached[0] < self.cache_s:
-                return self._cached[1]
-            reports = self._inspect()
-            self._cached = (time.monotonic(), reports)
+            cached = self._cached
+            if not fresh and cached is not None:
+                if time.monotonic() - cached[0] >= self.cache_s and not self._refreshing:
+                    self._refreshing = True
+                    threading.Thread(target=self._refresh, name="engine-refresh", daemon=True).start()
+                return cached[1]
+        return self._refresh()
+
+    def _refresh(self) -> list[EngineReport]:
+        try:
+            with self._inspecting:
+                reports = self._inspect()
+            with self._lock:
+                self._cached = (time.monotonic(), reports)
             return reports
+        finally:
+            with self._lock:
+                self._refreshing = False
 
     def _inspect(self) -> list[EngineReport]:
         processes = find_engines(self.read_procs()) if self.discover else []
@@ -120,12 +177,19 @@ class EngineInspector:
         reports: list[EngineReport] = []
         for url in urls:
             matched = by_port.pop(urlsplit(url).port or -1, None)
-            reports.append(self._report(matched, self.poll(url, self.http_timeout_s, self.api_key)))
+            reports.append(self._report(matched, *self._poll(url)))
         for found in by_port.values():
-            reports.append(self._report(found, self.poll(found.base_url, self.http_timeout_s, self.api_key)))
+            reports.append(self._report(found, *self._poll(found.base_url)))
         return reports
 
-    def _report(self, proc: EngineProcess | None, http: EngineHttpFacts) -> EngineReport:
+    def _poll(self, url: str) -> tuple[EngineHttpFacts, dict[str, float]]:
+        """Poll `url`; facts of endpoints that timed out come from the last poll, with their age."""
+        facts = self.poll(url, self.http_timeout_s, self.api_key)
+        return remember(facts, self._memory.setdefault(facts.url, {}), time.monotonic())
+
+    def _report(
+        self, proc: EngineProcess | None, http: EngineHttpFacts, stale: dict[str, float]
+    ) -> EngineReport:
         name = proc.engine if proc else (http.engine or "unknown")
         spec = engines.ENGINES.get(name)
         speaker = engines.ENGINES.get(http.engine or "") or spec
@@ -142,11 +206,13 @@ class EngineInspector:
             pid=proc.pid if proc else None,
             url=http.url,
             up=http.up,
+            ready=http.ready,
+            stale=stale,
             cmdline=redact_argv(proc.argv) if proc else [],
             args=redact_mapping(args),
             model_config=model_config,
             env=redact_mapping(env),
-            gpu_pids=list(proc.children) if proc else [],
+            gpu_pids=gpu_holders(proc, self.nvml_pids) if proc else [],
         )
         if spec is not None:
             resolved = resolve(
@@ -155,6 +221,7 @@ class EngineInspector:
                 server_info=http.server_info,
                 server_info_path=http.server_info_path,
                 max_model_len=http.max_model_len,
+                reported=http.reported,
                 model_config=model_config,
                 server_spec=speaker,
                 gpu_memory_bytes=self.gpu_memory_bytes,
@@ -164,7 +231,10 @@ class EngineInspector:
         return report
 
     def _interpreter_version(self, proc: EngineProcess) -> str | None:
-        key = (proc.pid, proc.engine)
-        if key not in self._versions:
-            self._versions[key] = self.ask_interpreter(proc.pid, proc.engine)
-        return self._versions[key]
+        """Asked once per process; a failed answer (an engine still starting) is asked again after
+        INTERPRETER_RETRY_S."""
+        key, now = (proc.pid, proc.engine), time.monotonic()
+        known = self._versions.get(key)
+        if known is None or (known[0] is None and now - known[1] >= INTERPRETER_RETRY_S):
+            known = self._versions[key] = (self.ask_interpreter(proc.pid, proc.engine), now)
+        return known[0]

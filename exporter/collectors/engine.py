@@ -1,4 +1,4 @@
-"""Engine collector: `infergauge_engine_info{engine,version,model,<neutral params>} 1` and `_up`."""
+"""Engine collector: `infergauge_engine_info{engine,version,model,<neutral params>} 1`, `_up`, `_ready`."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 from prometheus_client.core import Metric
 
 from exporter.checks import engine_checks
+from exporter.discovery import nvml_process_ids
 from exporter.engines import EngineInspector
 from exporter.families import Families
 from infergauge.engines.base import NEUTRAL_PARAMS
@@ -42,17 +43,26 @@ class EngineCollector:
             out.add(
                 "infergauge_engine_up",
                 "gauge",
-                "1 when the engine answered HTTP on this scrape.",
+                "1 when the engine answered HTTP (any endpoint, any status) on this scrape.",
                 base,
                 1.0 if report.up else 0.0,
+            )
+            out.add(
+                "infergauge_engine_ready",
+                "gauge",
+                "1 when the engine's readiness endpoint (/health) answered 200 on this scrape.",
+                base,
+                1.0 if report.ready else 0.0,
             )
         return out.metrics(), True
 
     def facts(self, known: Mapping[str, Any]) -> dict[str, Any]:
-        """The manifest's `engines` (re-read) and their checks; GPU 0's size for vLLM's defaults."""
+        """The manifest's `engines` (re-read) and their checks; GPU 0's size for vLLM's defaults, the
+        GPUs' process lists for each engine's `gpu_pids`."""
         gpus = known.get("gpus") or []
         if gpus and self.inspector.gpu_memory_bytes is None:  # see infergauge/engines/vllm.py (GpuDefault)
             self.inspector.gpu_memory_bytes = gpus[0]["memory_total_bytes"]
             self.inspector.gpu_name = gpus[0]["name"]
+        self.inspector.nvml_pids = nvml_process_ids(gpus)
         engines = [report.as_dict() for report in self.inspector.reports(fresh=True)]
         return {"engines": engines, "checks": engine_checks(engines, self.inspector.engine_urls)}

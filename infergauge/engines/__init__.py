@@ -13,10 +13,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from infergauge.engines import sglang, simengine, vllm
-from infergauge.engines.base import EngineSpec, Marker
+from infergauge.engines.base import MISSING, EngineSpec, Marker, dig
 
 ENGINES: dict[str, EngineSpec] = {spec.name: spec for spec in (vllm.SPEC, sglang.SPEC, simengine.SPEC)}
-_MISSING = object()
 
 
 class UnknownEngine(ValueError):
@@ -79,21 +78,10 @@ def by_title(title: str) -> EngineSpec | None:
     return next((spec for spec in ENGINES.values() if title.strip() in spec.child_titles), None)
 
 
-def _dig(body: Any, dotted: str) -> Any:
-    for part in dotted.split("."):
-        if isinstance(body, Mapping) and part in body:
-            body = body[part]
-        elif isinstance(body, list) and part.isdigit() and int(part) < len(body):
-            body = body[int(part)]
-        else:
-            return _MISSING
-    return body
-
-
 def marker_found(marker: Marker, bodies: Mapping[str, Any]) -> bool:
     """True when the metadata bodies show this marker."""
-    value = _dig(bodies.get(marker.path), marker.field)
-    return value is not _MISSING and (marker.equals is None or value == marker.equals)
+    value = dig(bodies.get(marker.path), marker.field)
+    return value is not MISSING and (marker.equals is None or value == marker.equals)
 
 
 def detect_http(bodies: Mapping[str, Any]) -> EngineSpec | None:
@@ -107,6 +95,21 @@ def detect_http(bodies: Mapping[str, Any]) -> EngineSpec | None:
 def metadata_paths() -> tuple[str, ...]:
     """Every metadata endpoint any registered engine answers, registry order, each once."""
     return tuple(dict.fromkeys(path for spec in ENGINES.values() for path in spec.metadata_paths))
+
+
+def info_metric_paths() -> tuple[str, ...]:
+    """Where registered engines expose an info metric of decided values (`/metrics`), each once."""
+    return tuple(dict.fromkeys(s.info_metric.path for s in ENGINES.values() if s.info_metric is not None))
+
+
+def readiness_paths() -> tuple[str, ...]:
+    """Every registered engine's readiness endpoint (`/health`), registry order, each once."""
+    return tuple(dict.fromkeys(spec.readiness_path for spec in ENGINES.values()))
+
+
+def readiness_timeout_s(path: str, floor: float) -> float:
+    """The longest readiness timeout of the engines answering readiness at `path`, at least `floor`."""
+    return max([floor, *(s.readiness_timeout_s for s in ENGINES.values() if s.readiness_path == path)])
 
 
 def default_ports() -> dict[str, int]:
@@ -130,6 +133,9 @@ __all__ = [
     "detect_http",
     "env_prefixes",
     "get",
+    "info_metric_paths",
     "metadata_paths",
+    "readiness_paths",
+    "readiness_timeout_s",
     "register",
 ]

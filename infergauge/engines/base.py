@@ -13,6 +13,7 @@ from typing import Any
 
 Value = int | float | bool | str | None
 AUTO = "auto"  # decided by the engine at start-up (from the GPU or the model)
+MISSING = object()  # what `dig` returns for a field that is not there
 
 NEUTRAL_PARAMS: tuple[str, ...] = (
     "tensor_parallel_size",
@@ -115,6 +116,32 @@ class ServerInfo:
     config_string: str | None = None  # a key holding `k=v, k=v` text (vLLM's `vllm_config`)
     config_fields: Mapping[str, str] = field(default_factory=dict)  # config_string key -> arg dest
     version_key: str | None = None
+    # arg dest -> dotted field (list indexes allowed) where the engine reports the value it decided,
+    # used when the arg itself is None/auto (SGLang's `max_running_requests: null` ->
+    # `internal_states.0.effective_max_running_requests_per_dp`)
+    effective: Mapping[str, str] = field(default_factory=dict)
+
+
+def dig(body: Any, dotted: str) -> Any:
+    """The value at a dotted path (`a.0.b`: dict keys and list indexes) in a JSON body, else MISSING."""
+    for part in dotted.split("."):
+        if isinstance(body, Mapping) and part in body:
+            body = body[part]
+        elif isinstance(body, list) and part.isdigit() and int(part) < len(body):
+            body = body[int(part)]
+        else:
+            return MISSING
+    return body
+
+
+@dataclass(frozen=True)
+class InfoMetric:
+    """An `_info` series on the engine's /metrics whose labels state values the engine decided
+    (vLLM's `vllm:cache_config_info{block_size="16",gpu_memory_utilization="0.5",...}`)."""
+
+    name: str
+    labels: Mapping[str, str]  # label -> arg dest
+    path: str = "/metrics"
 
 
 @dataclass(frozen=True)
@@ -144,7 +171,9 @@ class EngineSpec:
     model_info_paths: tuple[str, ...] = ()
     server_info: ServerInfo = ServerInfo()
     version_path: str | None = None
-    readiness_path: str = "/health"
+    info_metric: InfoMetric | None = None
+    readiness_path: str = "/health"  # 200 = ready to serve; any HTTP answer = answering
+    readiness_timeout_s: float = 1.0  # how long its readiness answer may take when healthy
     flush_path: str | None = None  # POST endpoint that empties the prefix cache
     flush_needs: str | None = None  # what the flush needs to be served (e.g. an env var)
     metrics: Mapping[str, str] = field(default_factory=dict)  # role -> this engine's metric name

@@ -39,6 +39,11 @@ def _convert(known: Flag | None, raw: str) -> Value:
         return raw
 
 
+def arg_value(spec: EngineSpec, dest: str, raw: str) -> Value:
+    """A text value of the engine's argument `dest` in that argument's type ("16" -> 16, "True" -> True)."""
+    return _convert(next((f for f in spec.flags.values() if f.dest == dest), None), raw)
+
+
 def _is_value(token: str) -> bool:
     if not token.startswith("-"):
         return True

@@ -5,7 +5,8 @@
     resolved.params["max_num_seqs"], resolved.param_sources["max_num_seqs"]  # 64, "exporter /proc cmdline"
 
 Sources are tried in order: the launch command line (what the user set), the engine's HTTP server
-info (what it runs with), `/v1/models` (max_model_len), the model's config.json, then the engine's
+info (what it runs with), the labels of its info metric on /metrics (vLLM's `vllm:cache_config_info`),
+`/v1/models` (max_model_len), the model's config.json, then the engine's
 documented default. A value of "auto" or None is skipped in favour of a later concrete one (vLLM
 `--dtype auto` -> the model's bfloat16; SGLang's `seed: auto` -> its reported `random_seed`). Pure
 functions over plain dicts.
@@ -18,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from infergauge.engines.base import AUTO, NEUTRAL_PARAMS, EngineSpec, Value
-from infergauge.engines.params import default_value, stated
+from infergauge.engines.base import AUTO, NEUTRAL_PARAMS, EngineSpec, Value, dig
+from infergauge.engines.params import arg_value, default_value, stated
 
 CMDLINE = "/proc cmdline"
 MODEL_CONFIG = "model config.json"
@@ -79,7 +80,27 @@ def server_args(spec: EngineSpec, body: Any) -> dict[str, Value]:
         args.update(parse_config_string(body[info.config_string], info.config_fields))
     if info.nested and isinstance(body.get(info.nested), Mapping):
         args.update(_flat(body[info.nested]))
+    for dest, path in info.effective.items():
+        decided = dig(body, path)
+        if not _concrete(args.get(dest)) and isinstance(decided, int | float | str | bool):
+            args[dest] = decided
     return args
+
+
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def info_metric_args(spec: EngineSpec, text: str) -> dict[str, Value]:
+    """The engine's arguments (its own spelling) stated by its info metric's labels in a /metrics
+    text, typed as the arguments are; {} when the engine has no info metric or the text lacks it."""
+    metric = spec.info_metric
+    if metric is None:
+        return {}
+    line = next((ln for ln in text.splitlines() if ln.startswith(metric.name + "{")), None)
+    labels = dict(_LABEL.findall(line or ""))
+    return {
+        dest: arg_value(spec, dest, labels[label]) for label, dest in metric.labels.items() if label in labels
+    }
 
 
 def from_model_config(spec: EngineSpec, config: Mapping[str, Any] | None) -> dict[str, Value]:
@@ -124,6 +145,7 @@ def resolve(
     server_info: Any = None,
     server_info_path: str = "",
     max_model_len: int | None = None,
+    reported: Mapping[str, Value] | None = None,
     model_config: Mapping[str, Any] | None = None,
     server_spec: EngineSpec | None = None,
     origin: str = "",
@@ -131,7 +153,8 @@ def resolve(
     gpu_memory_bytes: int | None = None,
     gpu_name: str = "",
 ) -> Resolved:
-    """Merge what the launch line, the server info, /v1/models and the model config say (that order).
+    """Merge what the launch line, the server info, the info metric's labels (`reported`, from
+    `info_metric_args`), /v1/models and the model config say (that order).
 
     `server_spec` is the engine the HTTP bodies speak for, when it is not `spec` (the simulated engine
     answers in its personality's spelling); `origin` prefixes the labels of what the exporter read
@@ -142,6 +165,10 @@ def resolve(
         speaker = server_spec or spec
         said = stated(speaker, server_args(speaker, server_info))
         evidence.append(Evidence(f"engine HTTP {server_info_path}".strip(), said))
+    speaker = server_spec or spec
+    if reported and speaker.info_metric is not None:
+        label = f"engine HTTP {speaker.info_metric.path} {speaker.info_metric.name}"
+        evidence.append(Evidence(label, stated(speaker, reported)))
     if max_model_len is not None:
         evidence.append(Evidence(MODELS, {"max_model_len": max_model_len}))
     evidence.append(Evidence(origin + MODEL_CONFIG, from_model_config(spec, model_config)))

@@ -77,7 +77,14 @@ SPEC = EngineSpec(
     ),
     metadata_paths=("/get_server_info", "/server_info", "/get_model_info", "/model_info", "/v1/models"),
     model_info_paths=("/get_model_info", "/model_info"),
-    server_info=ServerInfo(paths=("/get_server_info", "/server_info"), version_key="version"),
+    server_info=ServerInfo(
+        paths=("/get_server_info", "/server_info"),
+        version_key="version",
+        # `max_running_requests: null` = SGLang sized it from the KV pool; what it chose (per DP rank)
+        effective={"max_running_requests": "internal_states.0.effective_max_running_requests_per_dp"},
+    ),
+    # /health runs a one-token generation and checks for it once a second (http_server.py)
+    readiness_timeout_s=5.0,
     flush_path="/flush_cache",
     metrics=METRICS,
 )

@@ -7,7 +7,7 @@ Metric names are the ones in the golden capture (tests/fixtures/golden/vllm-0.26
 
 from __future__ import annotations
 
-from infergauge.engines.base import AUTO, EngineSpec, GpuDefault, Marker, ServerInfo, Value, flag
+from infergauge.engines.base import AUTO, EngineSpec, GpuDefault, InfoMetric, Marker, ServerInfo, Value, flag
 
 FLAGS = {
     "tensor_parallel_size": flag("tensor_parallel_size", int, "-tp"),
@@ -105,6 +105,16 @@ SPEC = EngineSpec(
         config_fields=CONFIG_FIELDS,
     ),
     version_path="/version",
+    # what the engine decided, on every vLLM (dev mode or not); "auto" values are skipped by resolve()
+    info_metric=InfoMetric(
+        METRICS["cache_config"],
+        {
+            "block_size": "block_size",
+            "gpu_memory_utilization": "gpu_memory_utilization",
+            "enable_prefix_caching": "enable_prefix_caching",
+            "cache_dtype": "kv_cache_dtype",
+        },
+    ),
     flush_path="/reset_prefix_cache",
     flush_needs="VLLM_SERVER_DEV_MODE=1",
     metrics=METRICS,

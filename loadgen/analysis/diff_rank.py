@@ -32,6 +32,8 @@ IGNORED_SUFFIXES = frozenset(
     }
 )
 IGNORED_PREFIXES = ("experiment.",)
+# Sections whose every key is timing noise: the exporter's ages of facts kept from an earlier poll.
+IGNORED_SECTIONS = frozenset({"stale"})
 # Keys the ranked facts already compare (engine, version, model, endpoint, neutral params).
 FACT_KEYS = re.compile(
     r"^(engine\.(engine|version|model|max_model_len|params|param_sources)"
@@ -182,6 +184,8 @@ def _kind(key: str, known: _Known) -> str | None:
     fact row already compares (a raw spelling of a known neutral parameter, the model, the version)."""
     leaf = _leaf(key)
     if leaf in IGNORED_SUFFIXES or key.startswith(IGNORED_PREFIXES) or FACT_KEYS.match(key):
+        return None
+    if IGNORED_SECTIONS.intersection(key.split(".")):
         return None
     if RAW_SECTIONS.match(key) and (known.spellings.get(leaf) in known.params or leaf in IDENTITY_SPELLINGS):
         return None

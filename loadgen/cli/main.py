@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "report": "loadgen.cli.report:report",
     "store": "loadgen.cli.store:store",
     "baseline": "loadgen.cli.baseline:baseline",
+    "merge": "loadgen.cli.merge:merge",
 }
 DEFAULT_COMMAND = "run"
 

@@ -59,21 +59,27 @@ def gpu_table(gpus: list[dict[str, Any]], topology: dict[str, Any]) -> Table:
 def engine_table(engines: list[dict[str, Any]]) -> Table:
     """One row per engine with its neutral launch parameters."""
     table = Table(title=f"Engines ({len(engines)})")
-    for column in ("engine", "version", "model", "pid", "url", "up", "params"):
+    for column in ("engine", "version", "model", "pid", "url", "up", "ready", "params"):
         table.add_column(column)
     for engine in engines:
         params = engine.get("params", {})
         shown = " ".join(f"{k}={params[k]}" for k in NEUTRAL_PARAMS if k in params)
         table.add_row(
             str(engine.get("engine")),
-            str(engine.get("version") or "?"),
+            _with_age(str(engine.get("version") or "?"), (engine.get("stale") or {}).get("version")),
             str(engine.get("model") or "?"),
             str(engine.get("pid") or "-"),
             str(engine.get("url") or "-"),
             str(engine.get("up")),
+            str(engine.get("ready", "?")),
             shown,
         )
     return table
+
+
+def _with_age(text: str, age_s: float | None) -> str:
+    """A fact kept from an earlier poll (its endpoint timed out), with its age."""
+    return text if age_s is None else f"{text} (stale {age_s:g} s)"
 
 
 def check_table(checks: list[dict[str, str]]) -> Table:

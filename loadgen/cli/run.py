@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 
 import click
 
+from loadgen.cli.shard_options import SCALE_KEYS, scale_options, shard_plan, worker_count
 from loadgen.cli.store import STORE_ENV, store_option
 from loadgen.config import (
     ARRIVALS,
@@ -69,7 +70,7 @@ def sim_passthrough(extra: list[str]) -> tuple[str, ...]:
 
 def _flag_values(params: Mapping[str, Any]) -> dict[str, Any]:
     """Click values (None when not given) converted to RunConfig fields."""
-    not_config = ("config", "json_output", "quiet", "store")
+    not_config = ("config", "json_output", "quiet", "store", *SCALE_KEYS)
     flags = {k: v for k, v in params.items() if k not in not_config and v is not None}
     if "rate" in flags:
         flags["rate"] = parse_rate(flags["rate"])
@@ -178,6 +179,7 @@ def _raise_fd_limit() -> None:
     type=click.Choice(HTTP_CLIENTS),
     help="Load transport: raw (default: minimal HTTP/1.1 on asyncio.Protocol) or aiohttp.",
 )
+@scale_options
 @click.pass_context
 def run(ctx: click.Context, **params: Any) -> None:
     """Run a benchmark: `loadgen --target sglang --rate 10` (extra `--sim-X V` go to the simulator)."""
@@ -185,6 +187,9 @@ def run(ctx: click.Context, **params: Any) -> None:
 
     try:
         config = build_config(params, list(ctx.args), os.environ)
+        shard, workers = shard_plan(params, os.environ), worker_count(params.get("workers"))
+        if shard is not None and workers is not None:
+            raise ConfigError("--workers runs every shard on this host: give it or --shard, not both")
     except (ConfigError, click.UsageError) as exc:
         _fail(ctx, str(exc) if isinstance(exc, ConfigError) else exc.format_message())
     try:
@@ -195,7 +200,14 @@ def run(ctx: click.Context, **params: Any) -> None:
     late = LateSignals()
     show = functools.partial(_show, config, late, json_output=params["json_output"], store=store)
     try:
-        result = run_benchmark_sync(config, progress=not params["quiet"], on_result=show, late_signals=late)
+        if workers is not None:
+            from loadgen.scale.workers import run_workers
+
+            result = run_workers(config, workers, params, progress=not params["quiet"], on_result=show)
+        else:
+            result = run_benchmark_sync(
+                config, progress=not params["quiet"], on_result=show, late_signals=late, shard=shard
+            )
     except ConfigError as exc:  # unreachable target, busy metrics port, unusable dataset
         _fail(ctx, str(exc))
     for sig in (signal.SIGINT, signal.SIGTERM):  # the record is written: exit with its code

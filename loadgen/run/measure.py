@@ -11,7 +11,8 @@ import math
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
 from typing import Any
 
 from loadgen.config import RunConfig
@@ -24,6 +25,7 @@ from loadgen.targets import Target
 from loadgen.transport.aiohttp_client import finalize
 from loadgen.transport.dispatch import Dispatcher
 from loadgen.workload.generator import RequestSpec, fingerprint
+from loadgen.workload.shard import perf_base
 
 MIN_FOR_BUDGET = 20  # finished requests before --max-error-rate may stop a run early
 SWITCH_INTERVAL_S = 0.0002  # GIL hand-over delay during a run (Python's default is 5 ms)
@@ -50,6 +52,8 @@ class Run:
         self.finished_queue: asyncio.Queue[RequestRecord] = asyncio.Queue()
         self.hurry = False  # a second interrupt: no linger
         self.journal: Journal | None = None  # requests.jsonl while the run goes (crash-safe record)
+        self.indices: Sequence[int] | None = None  # a shard's global request indices (None: 0, 1, ...)
+        self.start_at: datetime | None = None  # a common wall-clock start (shards), else 5 ms from now
 
     def on_done(self, record: RequestRecord) -> None:
         """A request finished: queue it for parsing (kept off the hot path while streams run)."""
@@ -130,9 +134,10 @@ class Run:
         """Send every scheduled request (cancelled by `request_stop`); fills start_ns and specs."""
         assert self.dispatcher is not None
         cfg = self.config
-        self.start_ns = time.perf_counter_ns() + 5_000_000  # first send 5 ms from now: payloads are ready
+        self.start_ns = perf_base(self.start_at)
         horizon = None if cfg.duration_s is None else self.start_ns + int(cfg.duration_s * 1e9)
-        for index, offset in enumerate(schedule):
+        indices = range(len(schedule)) if self.indices is None else self.indices
+        for index, offset in zip(indices, schedule, strict=True):
             spec = workload.request(index)
             path, payload = target.build_payload(
                 spec, model=model, endpoint=cfg.endpoint, ignore_eos=cfg.ignore_eos

@@ -8,8 +8,10 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import signal
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,9 @@ from loadgen.transport.rawhttp import RawClient
 from loadgen.transport.stamping import StampingConnector
 from loadgen.workload.generator import build_workload
 from loadgen.workload.schedule import build_schedule
+from loadgen.workload.shard import ShardPlan, derived_run_id, shard_section
+
+LATE_START_S = 1.0  # a shard that starts later than this after --start-at refuses to run
 
 
 @contextlib.contextmanager
@@ -47,18 +52,26 @@ def embedded_engine(config: RunConfig) -> Iterator[str | None]:
 
 
 async def run_benchmark(
-    config: RunConfig, *, progress: bool = True, on_result: OnResult | None = None
+    config: RunConfig,
+    *,
+    progress: bool = True,
+    on_result: OnResult | None = None,
+    shard: ShardPlan | None = None,
 ) -> RunResult:
     """Run the benchmark the config describes and write its record; see the module docstring.
 
-    `on_result` gets the result as soon as the record is written, before the metrics linger."""
+    `on_result` gets the result as soon as the record is written, before the metrics linger; with
+    `shard`, only that slice of the schedule is sent, from its common start (loadgen.workload.shard)."""
     from loadgen.results.rundir import new_run_id
 
-    run_id = new_run_id()
     target = get_target(config.target)
     workload = build_workload(config)  # bad datasets fail before anything starts
     check_results_dir(config.results_dir)
     schedule = build_schedule(config, limit=1_000_000)
+    run_id, extra = new_run_id(), dict[str, Any]()
+    if shard is not None:
+        run_id, extra = sharded(config, shard, workload, schedule)
+        schedule = shard.take(schedule)
     with embedded_engine(config) as started_url:
         base_url = (started_url or target.default_base_url or "").rstrip("/")
         limit = connector_limit(config.max_concurrency, config.total_requests, config.rate)
@@ -78,12 +91,36 @@ async def run_benchmark(
                 raw = RawClient(base_url, config.api_key, cap, config.request_timeout_s)
             ctx = RunContext(config, run_id, target, workload, schedule, base_url, progress)
             ctx.meta_session, ctx.session, ctx.raw = meta_session, session, raw
-            ctx.on_result = on_result
+            ctx.on_result, ctx.shard, ctx.manifest_extra = on_result, shard, extra
             try:
                 return await run_steps(ctx)
             finally:
                 if raw is not None:
                     raw.close()
+
+
+def sharded(
+    config: RunConfig, shard: ShardPlan, workload: Any, schedule: list[int]
+) -> tuple[str, dict[str, Any]]:
+    """The run id all shards share and the manifest's `shard` block (the whole run's fingerprints
+    and this slice's); a schedule of unknown length cannot be split (one-line ConfigError)."""
+    if config.total_requests is None and math.isinf(config.rate):
+        raise ConfigError("a sharded run needs a known schedule: give --num-prompts or a finite --rate")
+    if shard.start_at is not None:
+        late_s = (datetime.now(UTC) - shard.start_at).total_seconds()
+        if late_s > LATE_START_S:  # its backlog would go out at once: a burst the schedule never had
+            start = shard.start_at.isoformat().replace("+00:00", "Z")
+            raise ConfigError(
+                f"--start-at {start} passed {late_s:.1f} s ago: nothing sent (pick a later start)"
+            )
+    section = shard_section(shard, workload, schedule)
+    run_id = shard.run_id
+    if run_id is None:
+        if shard.start_at is None:
+            raise ConfigError("a sharded run needs --run-id or --start-at (all shards must agree on it)")
+        facts = {**workload.describe(), "schedule": section["run_schedule_fingerprint"]}
+        run_id = derived_run_id(shard.start_at, config.seed, facts)
+    return run_id, {"shard": section}
 
 
 def check_results_dir(results_dir: str) -> None:
@@ -114,6 +151,7 @@ def run_benchmark_sync(
     progress: bool = True,
     on_result: OnResult | None = None,
     late_signals: Callable[[signal.Signals], None] | None = None,
+    shard: ShardPlan | None = None,
 ) -> RunResult:
     """Blocking wrapper around `run_benchmark` (its own event loop: uvloop when installed).
 
@@ -122,8 +160,8 @@ def run_benchmark_sync(
 
     async def main() -> RunResult:
         if late_signals is None:
-            return await run_benchmark(config, progress=progress, on_result=on_result)
+            return await run_benchmark(config, progress=progress, on_result=on_result, shard=shard)
         with route_signals(late_signals):
-            return await run_benchmark(config, progress=progress, on_result=on_result)
+            return await run_benchmark(config, progress=progress, on_result=on_result, shard=shard)
 
     return evloop.run(main())

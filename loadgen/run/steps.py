@@ -27,6 +27,7 @@ from loadgen.transport.aiohttp_client import finalize
 from loadgen.transport.dispatch import Dispatcher
 from loadgen.transport.rawhttp import RawClient
 from loadgen.workload.generator import fingerprint
+from loadgen.workload.shard import ShardPlan
 
 OnResult = Callable[[RunResult], None]
 EXIT_NOT_WRITTEN = 3  # the run was measured but some of its files could not be written
@@ -57,6 +58,8 @@ class RunContext:
     start_ns: int = 0
     fingerprint: str = ""
     on_result: OnResult | None = None
+    shard: ShardPlan | None = None  # this process sends one slice of the run (loadgen.workload.shard)
+    manifest_extra: dict[str, Any] = field(default_factory=dict)  # top-level manifest blocks (`shard`)
 
     @property
     def text(self) -> str:
@@ -92,7 +95,12 @@ async def _prepare(ctx: RunContext) -> Run:
     async with aiohttp.ClientSession() as plain:  # never send the engine's API key to the exporter
         ctx.exporter = await attach_exporter(plain, ctx.config.exporter_url, ctx.base_url)
     run = ctx.run = Run(ctx.config, ctx.run_id, ctx.progress)
+    if ctx.shard is not None:
+        run.indices = ctx.shard.indices(ctx.shard.index + len(ctx.schedule) * ctx.shard.count)
+        run.start_at = ctx.shard.start_at
     ctx.started = datetime.now(UTC)
+    if ctx.shard is not None and ctx.shard.start_at is not None:  # shards start together: at start_at
+        ctx.started = max(ctx.started, ctx.shard.start_at)
     run.journal = _start_record(ctx)
     run.metrics = _start_metrics(ctx.config, ctx.run_id, ctx.model, meta, ctx.base_url)
     return run
@@ -103,7 +111,7 @@ def _start_record(ctx: RunContext) -> Journal:
     run_dir = Path(ctx.config.results_dir) / ctx.run_id
     facts = ManifestFacts(ctx.workload, "", [], ctx.meta, ctx.base_url, *ctx.exporter)
     manifest = build_manifest(ctx.config, ctx.run_id, facts, ctx.started, ctx.started, None)
-    manifest.update(status="running", ended_at=None)
+    manifest.update(ctx.manifest_extra, status="running", ended_at=None)
     try:
         write_json(run_dir / "manifest.json", manifest)
     except OSError as exc:
@@ -176,6 +184,7 @@ def _record(ctx: RunContext, run: Run) -> RunResult:
     sent_schedule = ctx.schedule[: len(records)]
     facts = ManifestFacts(ctx.workload, ctx.fingerprint, sent_schedule, ctx.meta, ctx.base_url, *ctx.exporter)
     manifest = build_manifest(config, run_id, facts, ctx.started, ctx.ended, run.stop_reason)
+    manifest.update(ctx.manifest_extra)
     lines = run.journal.lines if run.journal is not None else None
     written = write_run(Path(config.results_dir), run_id, manifest, summary, records, ctx.start_ns, lines)
     exit_code = 1 if run.stop_reason or summary["error_rate"] > config.max_error_rate else 0

@@ -58,7 +58,7 @@ def golden_scrape() -> str:
         read_env=lambda pid: {},
         ask_interpreter=lambda p, e: None,
         poll=lambda url, timeout, key: EngineHttpFacts(
-            url=url, up=True, version="0.26.0", model="tiny-llama"
+            url=url, up=True, ready=True, version="0.26.0", model="tiny-llama"
         ),
         gpu_memory_bytes=143771 * 2**20,
         gpu_name="NVIDIA H200",

@@ -65,6 +65,7 @@ def test_discovers_running_simengine(simengine: tuple[subprocess.Popen[str], str
     assert report.engine == "simengine"
     assert report.url == url  # --port 0: the port came from the process's listening socket
     assert report.up is True
+    assert report.ready is True  # the simulated vLLM's /health said 200
     assert report.version  # answered by the vLLM personality's /version
     assert report.params["max_num_seqs"] == 7
     assert report.params["gpu_memory_utilization"] == 0.8
@@ -76,6 +77,7 @@ def test_discovers_running_simengine(simengine: tuple[subprocess.Popen[str], str
     registry.register(CollectorSet([EngineCollector(inspector)]))
     base = {"engine": "simengine", "url": url, "model": report.model or ""}
     assert registry.get_sample_value("infergauge_engine_up", base) == 1.0
+    assert registry.get_sample_value("infergauge_engine_ready", base) == 1.0
 
 
 def test_stopped_engine_is_down_and_the_collector_still_succeeds() -> None:
@@ -85,4 +87,5 @@ def test_stopped_engine_is_down_and_the_collector_still_succeeds() -> None:
     registry.register(CollectorSet([EngineCollector(inspector)]))
     labels = {"engine": "unknown", "url": "http://127.0.0.1:9", "model": ""}
     assert registry.get_sample_value("infergauge_engine_up", labels) == 0.0
+    assert registry.get_sample_value("infergauge_engine_ready", labels) == 0.0
     assert registry.get_sample_value("infergauge_collector_success", {"collector": "engine"}) == 1.0

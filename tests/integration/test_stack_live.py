@@ -366,6 +366,7 @@ def test_alerts_see_what_the_real_h200_scrape_shows(stack: Stack) -> None:
         "RunErrorRateHigh",
         "EngineDown",
         "EngineNotServing",
+        "EngineNotReady",
         "EngineKvCacheSaturated",
         "EnginePreempting",
         "ExporterCollectorFailing",

@@ -170,3 +170,18 @@ def test_gpu_facts_of_a_run_without_exporter_are_context_not_differences():
     b["exporter"] = copy.deepcopy(a["exporter"])
     b["exporter"]["gpus"][0]["name"] = "H100"
     assert [(d.group, d.key) for d in manifest_differences(a, b)] == [("gpu", "exporter.gpus.0.name")]
+
+
+def test_ages_of_stale_exporter_facts_are_no_difference():
+    # the exporter kept a fact from an earlier poll and says how old it is: timing noise, not a cause
+    a, b = _manifest("sglang", PARAMS), _manifest("sglang", PARAMS)
+    for run, age in ((a, 12.3), (b, 0.4)):
+        run["exporter"]["engines"] = [
+            {
+                "engine": "sglang",
+                "url": "http://127.0.0.1:8000",
+                "params": dict(PARAMS),
+                "stale": {"version": age},
+            }
+        ]
+    assert _mentions(manifest_differences(a, b), "stale") == []

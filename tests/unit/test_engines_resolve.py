@@ -10,7 +10,7 @@ from typing import Any
 
 from infergauge.engines import detect_http, get
 from infergauge.engines.params import parse_cmdline
-from infergauge.engines.resolve import CMDLINE, DEFAULT, MODEL_CONFIG, resolve
+from infergauge.engines.resolve import CMDLINE, DEFAULT, MODEL_CONFIG, MODELS, info_metric_args, resolve
 from tests.conftest import FIXTURES, GOLDEN_SGLANG, GOLDEN_VLLM
 
 REAL = FIXTURES / "golden" / "real-runs-2026-12-01"
@@ -87,3 +87,48 @@ def test_detect_http_on_the_golden_bodies() -> None:
     # SGLang's /server_info answered too (newer releases): still SGLang, by content
     assert detect_http({**sglang, "/server_info": sglang["/get_server_info"]}) is get("sglang")
     assert detect_http({"/v1/models": {"data": [{"id": "m", "owned_by": "someone"}]}}) is None
+
+
+def test_sglang_reported_running_request_limit_replaces_null() -> None:
+    # SGLang 0.5.14 reports `max_running_requests: null` (sized from the KV pool at start-up) and the
+    # limit it chose in internal_states[0].effective_max_running_requests_per_dp
+    info = body(GOLDEN_SGLANG, "get_get_server_info.txt")
+    assert info["max_running_requests"] is None
+    chosen = info["internal_states"][0]["effective_max_running_requests_per_dp"]
+    got = resolve(get("sglang"), cmdline={}, server_info=info, server_info_path="/get_server_info")
+    assert (got.params["max_num_seqs"], got.param_sources["max_num_seqs"]) == (
+        chosen,
+        "engine HTTP /get_server_info",
+    )
+    # a limit the user set on the launch line is what the engine runs with, and names its source
+    flagged = resolve(
+        get("sglang"),
+        cmdline={"max_running_requests": 64},
+        server_info=info,
+        server_info_path="/get_server_info",
+    )
+    assert (flagged.params["max_num_seqs"], flagged.param_sources["max_num_seqs"]) == (64, CMDLINE)
+
+
+def test_vllm_context_length_from_v1_models_without_dev_mode() -> None:
+    # a default vLLM (no /server_info) launched without --max-model-len: /v1/models states it
+    served = body(GOLDEN_VLLM, "get_v1_models.txt")["data"][0]["max_model_len"]
+    got = resolve(get("vllm"), cmdline={"model": "/tmp/tiny-llama"}, max_model_len=served)
+    assert (got.params["max_model_len"], got.param_sources["max_model_len"]) == (served, MODELS)
+
+
+def test_vllm_cache_config_info_labels_are_typed_arguments() -> None:
+    text = (GOLDEN_VLLM / "metrics_0_idle.txt").read_text()
+    args = info_metric_args(get("vllm"), text)
+    # vllm:cache_config_info{block_size="16",cache_dtype="auto",enable_prefix_caching="True",
+    #                        gpu_memory_utilization="0.5",...}
+    assert args == {
+        "block_size": 16,
+        "gpu_memory_utilization": 0.5,
+        "enable_prefix_caching": True,
+        "kv_cache_dtype": "auto",
+    }
+    assert info_metric_args(get("sglang"), text) == {}  # SGLang has no such info metric
+    flagged = resolve(get("vllm"), cmdline={"block_size": 32}, reported=args)
+    assert (flagged.params["block_size"], flagged.param_sources["block_size"]) == (32, CMDLINE)
+    assert flagged.params["prefix_caching"] is True

@@ -2,7 +2,7 @@
 functions) and every string constant of the shipped code.
 
 - loadgen's layers import only their own layer or lower ones:
-  base (records, stats, config, provenance, workload) < transport < targets < results + store < run
+  base (records, stats, config, provenance, workload) < transport < targets < results + store < run < scale
   < analysis < experiments < baseline < report < cli; nothing outside loadgen/cli imports the CLI;
 - records, stats and analysis import no transport and no aiohttp (`import loadgen.stats` works
   without aiohttp installed);
@@ -33,6 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("targets",),
     ("results", "store"),
     ("run",),
+    ("scale",),
     ("analysis",),
     ("experiments",),
     ("baseline",),

@@ -1,0 +1,120 @@
+"""Shard records read for a merge, and the checks that they make one run: every shard names the same
+whole run (run id, count, whole-run fingerprints), no shard index twice, each shard's requests in its
+own slice (k mod count == index) and none twice. Pure over plain values apart from `read_shard`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from loadgen.results.rundir import RunNotFound, load_run
+from loadgen.results.summary import read_lines
+
+# what every shard of one run must agree on (manifest path -> what it names)
+AGREE = (
+    (("run_id",), "run id"),
+    (("shard", "count"), "shard count"),
+    (("shard", "run_num_requests"), "request count"),
+    (("shard", "run_fingerprint"), "run fingerprint"),
+    (("shard", "run_schedule_fingerprint"), "run schedule fingerprint"),
+    (("workload", "definition_fingerprint"), "workload definition"),
+)
+
+
+class MergeError(ValueError):
+    """Shard records that do not make one run (one line naming the record and the fact)."""
+
+
+@dataclass(frozen=True)
+class ShardRecord:
+    """One shard's run folder: manifest, summary (rebuilt when it crashed) and request lines."""
+
+    path: Path
+    manifest: dict[str, Any]
+    summary: dict[str, Any]
+    lines: list[dict[str, Any]]
+
+    @property
+    def index(self) -> int:
+        """This shard's index."""
+        return int(self.manifest["shard"]["index"])
+
+    @property
+    def shard(self) -> dict[str, Any]:
+        """The manifest's `shard` block."""
+        return dict(self.manifest["shard"])
+
+
+def read_shard(run_dir: str | Path) -> ShardRecord:
+    """Read one shard's run folder (`results/<run_id>/`); MergeError when it is not a shard record."""
+    path = Path(run_dir)
+    try:
+        record = load_run(path.parent, path.name)
+    except (RunNotFound, json.JSONDecodeError, OSError):
+        raise MergeError(f"{str(path)!r} holds no run record (manifest.json)") from None
+    if not isinstance(record.manifest.get("shard"), dict):
+        raise MergeError(f"{str(path)!r} is not a shard record (no `shard` in its manifest)")
+    requests = record.requests_path
+    lines = read_lines(requests.read_text()) if requests.is_file() else []
+    return ShardRecord(path, record.manifest, record.summary, lines)
+
+
+def _dig(obj: dict[str, Any], path: tuple[str, ...]) -> Any:
+    for key in path:
+        obj = obj.get(key) if isinstance(obj, dict) else None  # type: ignore[assignment]
+    return obj
+
+
+def check_one_run(shards: Sequence[ShardRecord]) -> None:
+    """Raise MergeError unless the records are distinct shards of one run."""
+    if not shards:
+        raise MergeError("no shard records to merge")
+    first = shards[0]
+    for other in shards[1:]:
+        for path, what in AGREE:
+            mine, theirs = _dig(first.manifest, path), _dig(other.manifest, path)
+            if mine != theirs:
+                raise MergeError(
+                    f"{str(other.path)!r} has {what} {theirs!r}, {str(first.path)!r} has {mine!r}: not one run"
+                )
+    seen: dict[int, Path] = {}
+    for shard in shards:
+        if shard.index in seen:
+            raise MergeError(f"shard {shard.index} given twice: {str(seen[shard.index])!r}, {str(shard.path)!r}")
+        seen[shard.index] = shard.path
+    _check_slices(shards)
+
+
+def _check_slices(shards: Sequence[ShardRecord]) -> None:
+    """Each request line in its shard's slice, every index once over all shards."""
+    count, total = int(shards[0].shard["count"]), int(shards[0].shard["run_num_requests"])
+    owner: dict[int, int] = {}
+    for shard in shards:
+        for line in shard.lines:
+            k = int(line["index"])
+            if k % count != shard.index or not 0 <= k < total:
+                raise MergeError(f"{str(shard.path)!r}: request {k} is not in shard {shard.index}'s slice")
+            if k in owner:
+                raise MergeError(f"request {k} appears twice (shards {owner[k]} and {shard.index})")
+            owner[k] = shard.index
+
+
+def shortfalls(shards: Sequence[ShardRecord]) -> dict[int, str]:
+    """Shard index -> why it is not whole: missing, crashed, stopped early, or fewer requests sent."""
+    count = int(shards[0].shard["count"])
+    present = {s.index: s for s in shards}
+    out: dict[int, str] = {}
+    for index in range(count):
+        shard = present.get(index)
+        if shard is None:
+            out[index] = "missing (no record given)"
+            continue
+        planned = int(shard.shard["slice_num_requests"])
+        if shard.manifest.get("partial"):
+            out[index] = f"partial: {shard.manifest.get('partial_reason')}"
+        elif len(shard.lines) < planned:
+            out[index] = f"sent {len(shard.lines)} of its {planned} requests"
+    return out

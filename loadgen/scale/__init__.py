@@ -1,0 +1,1 @@
+"""Runs spread over processes on one host (`loadgen run --workers N`); above results, below cli."""

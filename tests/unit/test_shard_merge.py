@@ -1,0 +1,108 @@
+"""The merge's pure part on hand-made shard records: one time base across hosts, the checks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loadgen.results.merge import merge, rebased
+from loadgen.results.shard_record import MergeError, ShardRecord
+from loadgen.workload.shard import schedule_fingerprint
+
+NS = 1_000_000_000
+OFFSETS = [0, 100_000_000, 200_000_000, 300_000_000]  # the run's schedule: 4 requests, 0.1 s apart
+
+
+def line(index: int, base_ns: int) -> dict[str, Any]:
+    """Request `index` sent on time by a host whose start is perf_counter `base_ns`; TTFT 20 ms."""
+    sent = base_ns + OFFSETS[index]
+    return {
+        "index": index,
+        "x_request_id": f"r-{index}",
+        "warmup": False,
+        "outcome": "ok",
+        "error": None,
+        "http_status": 200,
+        "scheduled_s": OFFSETS[index] / NS,
+        "sent_s": OFFSETS[index] / NS,
+        "first_token_s": (OFFSETS[index] + 20_000_000) / NS,
+        "last_token_s": (OFFSETS[index] + 50_000_000) / NS,
+        "done_s": (OFFSETS[index] + 50_000_000) / NS,
+        "due_s": OFFSETS[index] / NS,
+        "schedule_lag_s": 0.0,
+        "slot_wait_s": 0.0,
+        "ttft_s": 0.02,
+        "tpot_s": 0.03,
+        "e2e_s": 0.05,
+        "input_len": 4,
+        "prompt_tokens": 4,
+        "output_len": 2,
+        "output_tokens": 2,
+        "token_count": "usage",
+        "sent_ns": sent,
+        "first_token_ns": sent + 20_000_000,
+        "last_token_ns": sent + 50_000_000,
+        "itl_s": [0.03],
+    }
+
+
+def shard(index: int, base_ns: int, fingerprint: str = "sha256:run") -> ShardRecord:
+    mine = [k for k in range(4) if k % 2 == index]
+    manifest = {
+        "run_id": "r",
+        "partial": False,
+        "started_at": "2026-12-01T02:00:00.000Z",
+        "ended_at": "2026-12-01T02:00:01.000Z",
+        "config": {"max_concurrency": 2, "slo": {}},
+        "workload": {"definition_fingerprint": "sha256:def"},
+        "shard": {
+            "index": index,
+            "count": 2,
+            "assignment": "round-robin",
+            "start_at": "2026-12-01T02:00:00Z",
+            "run_num_requests": 4,
+            "run_fingerprint": fingerprint,
+            "run_schedule_fingerprint": schedule_fingerprint(OFFSETS),
+            "slice_num_requests": len(mine),
+        },
+    }
+    summary = {"run_id": "r", "started_at": manifest["started_at"], "ended_at": manifest["ended_at"]}
+    return ShardRecord(Path(f"shard-{index}"), manifest, summary, [line(k, base_ns) for k in mine])
+
+
+def test_rebased_times_count_from_the_common_start() -> None:
+    moved = rebased(line(3, base_ns=7 * NS))
+    # sent 0.3 s after the start: 300 ms; first token 20 ms later
+    assert (moved["sent_ns"], moved["first_token_ns"]) == (300_000_000, 320_000_000)
+
+
+def test_hosts_with_other_perf_counters_merge_into_one_timeline() -> None:
+    merged = merge([shard(0, base_ns=5 * NS), shard(1, base_ns=900 * NS)])
+    # window: first send 0 s to last end 0.3 + 0.05 s; 4 requests over 0.35 s
+    assert merged.summary["duration_s"] == pytest.approx(0.35)
+    assert merged.summary["achieved_rate"] == pytest.approx(3 / 0.3)  # (n - 1) / send span
+    assert merged.summary["max_concurrency"] == 4
+    assert merged.manifest["workload"]["schedule_fingerprint"] == schedule_fingerprint(OFFSETS)
+    assert merged.manifest["workload"]["fingerprint"] == "sha256:run"
+
+
+def test_another_runs_fingerprint_is_refused() -> None:
+    with pytest.raises(MergeError, match="run fingerprint 'sha256:other'.*not one run"):
+        merge([shard(0, NS), shard(1, NS, fingerprint="sha256:other")])
+
+
+def test_a_request_outside_its_slice_is_refused() -> None:
+    stray = shard(1, NS)
+    stray.lines.append(line(2, NS))  # request 2 belongs to shard 0
+    with pytest.raises(MergeError, match="request 2 is not in shard 1's slice"):
+        merge([shard(0, NS), stray])
+
+
+def test_a_shard_that_sent_less_than_its_slice_makes_the_run_partial() -> None:
+    short = shard(1, NS)
+    short.lines.pop()
+    merged = merge([shard(0, NS), short])
+    assert merged.summary["partial_reason"] == "shards not whole: 1 sent 1 of its 2 requests"
+    assert merged.manifest["workload"]["fingerprint"] is None
