@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "diff": "loadgen.cli.diff:diff",
     "report": "loadgen.cli.report:report",
     "store": "loadgen.cli.store:store",
+    "baseline": "loadgen.cli.baseline:baseline",
     "merge": "loadgen.cli.merge:merge",
 }
 DEFAULT_COMMAND = "run"

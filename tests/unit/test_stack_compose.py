@@ -33,7 +33,7 @@ def compose_config(env: dict[str, str], *args: str) -> subprocess.CompletedProce
 @pytest.fixture(scope="module")
 def resolved() -> dict:
     """The compose file as docker-compose resolves it (anchors merged, variables interpolated)."""
-    profiles = [arg for p in ("dcgm", "vllm", "sglang", "loadgen") for arg in ("--profile", p)]
+    profiles = [arg for p in ("dcgm", "vllm", "sglang", "loadgen", "baselines") for arg in ("--profile", p)]
     result = compose_config({"GRAFANA_ADMIN_PASSWORD": "pw-for-test"}, *profiles, "config")
     assert result.returncode == 0, result.stderr
     return yaml.safe_load(result.stdout)
@@ -69,6 +69,7 @@ def test_default_services_and_profiles(resolved: dict) -> None:
         "vllm": ["vllm"],
         "sglang": ["sglang"],
         "loadgen": ["loadgen"],
+        "postgres": ["baselines"],
     }
     assert set(resolved["services"]) == set(raw)
 

@@ -1,0 +1,52 @@
+"""The check over a store: read the history, take each suite's watched metrics and detector settings
+from its newest run (the suite file's `metrics:` and `check:` are recorded in every run's manifest),
+and find the change points. Also the exit status of `baseline run` and `baseline check`."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from loadgen.analysis.changepoint import DetectorSettings
+from loadgen.baseline.check import Finding, check_all, gating
+from loadgen.baseline.history import StoredRun, read_history
+from loadgen.baseline.metrics import DEFAULT_METRICS, WATCHED
+from loadgen.store.db import open_store
+from loadgen.store.url import StoreURL
+
+EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT, EXIT_PASS_FAILED = 0, 1, 2, 3
+
+
+def suite_tag(metrics: Sequence[str], settings: DetectorSettings) -> dict[str, Any]:
+    """What a run records of its suite's check: the watched metrics and the detector's settings."""
+    return {"metrics": list(metrics), "check": dataclasses.asdict(settings)}
+
+
+def recorded_check(runs: Sequence[StoredRun]) -> tuple[tuple[str, ...], DetectorSettings]:
+    """The metrics and settings the newest run of a suite recorded (defaults for runs that lack them)."""
+    tag = (runs[-1].manifest.get("baseline") or {}) if runs else {}
+    metrics = tuple(m for m in tag.get("metrics") or DEFAULT_METRICS if m in WATCHED)
+    known = {f.name for f in dataclasses.fields(DetectorSettings)}
+    values = {k: v for k, v in (tag.get("check") or {}).items() if k in known}
+    return metrics, DetectorSettings(**values)
+
+
+def check_store(url: StoreURL, suite: str | None = None, series: str | None = None) -> list[Finding]:
+    """Every change point of the stored baseline series (of one suite / series when named)."""
+    with open_store(url) as store:
+        history = read_history(store, suite)
+    findings: list[Finding] = []
+    for name in sorted({s for s, _ in history}):
+        part = {key: runs for key, runs in history.items() if key[0] == name}
+        newest = max(part.values(), key=lambda runs: runs[-1].started_at)
+        metrics, settings = recorded_check(newest)
+        findings += check_all(part, metrics, settings, series)
+    return findings
+
+
+def exit_status(findings: Sequence[Finding], fail_on: str, pass_failed: bool = False) -> int:
+    """3 the pass failed, 1 an open regression the gate fails on, else 0."""
+    if pass_failed:
+        return EXIT_PASS_FAILED
+    return EXIT_REGRESSION if gating(findings, fail_on) else EXIT_OK
