@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 from loadgen.baseline.check import gating, regressions
@@ -41,6 +42,7 @@ def _history(tmp_path: Path, backend: Backend) -> tuple[SchedulerMetrics, list[s
     return metrics, [run.run_id for run in stepped]
 
 
+@pytest.mark.timeout(900)  # 12 passes of two series: about 2 minutes a database on 2 cores
 def test_one_regression_at_the_step_named_by_the_version(tmp_path: Path, backend: Backend) -> None:
     metrics, stepped_runs = _history(tmp_path, backend)
     assert len(stepped_runs) == PASSES
