@@ -3,6 +3,7 @@ plot, a line style per percentile and a labelled SLA line that is always in view
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -131,7 +132,12 @@ def _percentile_lines(ax: Axes, series: list[Series], key: str) -> None:
     for index, s in enumerate(series):
         points = s.points()
         for stat, (style, marker) in PERCENTILE_STYLES.items():
-            pairs = [(p.load, p.stat(key, stat)) for p in points if p.stat(key, stat) is not None]
+            # a `--rate inf` run has no place on a load axis (its tables still show it)
+            pairs = [
+                (p.load, p.stat(key, stat))
+                for p in points
+                if p.stat(key, stat) is not None and math.isfinite(p.load)
+            ]
             if pairs:
                 xs, ys = zip(*pairs, strict=True)
                 ax.plot(
@@ -149,7 +155,7 @@ def _percentile_lines(ax: Axes, series: list[Series], key: str) -> None:
 def latency_vs_load(series: list[Series], kind: str, objective: Objective | None) -> Figure:
     """TTFT and E2E p50/p90/p99 against offered load of one kind: colour = series, style = percentile."""
     fig, axes = plt.subplots(1, 2, figsize=(14, 5.5), layout="constrained")
-    loads = [p.load for s in series for p in s.points() if p.load > 0]
+    loads = [p.load for s in series for p in s.points() if 0 < p.load < math.inf]
     sla: list = []
     for ax, key, title in ((axes[0], "ttft_s", "TTFT"), (axes[1], "e2e_s", "E2E latency")):
         _percentile_lines(ax, series, key)

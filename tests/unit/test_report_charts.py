@@ -114,3 +114,15 @@ def test_sla_line_is_in_view_and_labelled(mixed):
     assert any(objective.label in text.get_text() for text in e2e.texts)
     legend_texts = [t.get_text() for legend in fig.legends for t in legend.get_texts()]
     assert any(objective.label in text for text in legend_texts)
+
+
+def test_a_run_at_rate_inf_without_a_concurrency_cap_still_charts(tmp_path: Path) -> None:
+    # `--rate inf` with no --max-concurrency is a rate-kind run whose load is inf: it has no place on
+    # a load axis (matplotlib refuses inf limits: "Axis limits cannot be NaN or Inf"), and the
+    # report must still be written
+    for run_id, rate in (("all-at-once", None), ("paced", 8.0)):
+        _store(tmp_path, run_id, "engine", conc=None, rate=rate, p99=0.5)
+    series = group_series([load_run(tmp_path, run_id) for run_id in ("all-at-once", "paced")])
+    paths = write_charts(series, tmp_path / "charts", parse_objective("e2e_p99=2s"))
+    assert paths
+    assert all(path.stat().st_size > 0 for path in paths)
