@@ -120,9 +120,9 @@ def test_a_run_at_rate_inf_without_a_concurrency_cap_still_charts(tmp_path: Path
     # `--rate inf` with no --max-concurrency is a rate-kind run whose load is inf: it has no place on
     # a load axis (matplotlib refuses inf limits: "Axis limits cannot be NaN or Inf"), and the
     # report must still be written
-    for run_id, rate in (("all-at-once", None), ("paced", 8.0)):
-        _store(tmp_path, run_id, "engine", conc=None, rate=rate, p99=0.5)
-    series = group_series([load_run(tmp_path, run_id) for run_id in ("all-at-once", "paced")])
+    for run_id in ("all-at-once-a", "all-at-once-b"):
+        _store(tmp_path, run_id, run_id, conc=None, rate=None, p99=0.5)
+    series = group_series([load_run(tmp_path, run_id) for run_id in ("all-at-once-a", "all-at-once-b")])
     paths = write_charts(series, tmp_path / "charts", parse_objective("e2e_p99=2s"))
     assert paths
     assert all(path.stat().st_size > 0 for path in paths)
