@@ -100,10 +100,32 @@ def _value(value: float | None) -> float:
     return math.nan if value is None else value
 
 
+# kinds of manifest difference that say the environment changed (not a measurement, not context)
+ENVIRONMENT_KINDS = frozenset({"engine", "version", "model", "endpoint", "params", "workload", "gpu"})
+SNAP_RUNS = 2  # a change is moved to an environment change at most this many runs away
+
+
+def environment_changed(before: StoredRun, after: StoredRun) -> bool:
+    """True when the two runs' manifests differ in a fact of the environment (engine, version,
+    model, endpoint, launch parameters, workload definition, GPU)."""
+    rows = manifest_differences(before.manifest, after.manifest)
+    return any(row.group in ENVIRONMENT_KINDS for row in rows)
+
+
+def placed(runs: Sequence[StoredRun], index: int) -> int:
+    """Where the new level begins: the statistics' index, unless exactly one run within SNAP_RUNS of
+    it is the first of a changed environment (an upgrade, a flag): the manifest knows better where a
+    shift began than a few noisy runs do."""
+    near = range(max(index - SNAP_RUNS, 1), min(index + SNAP_RUNS, len(runs) - 1) + 1)
+    changed = [j for j in near if environment_changed(runs[j - 1], runs[j])]
+    return changed[0] if len(changed) == 1 else index
+
+
 def _finding(
     suite: str, series: str, metric: str, runs: Sequence[StoredRun], change: Change, last: bool
 ) -> Finding:
-    before, after = runs[max(change.index - 1, 0)], runs[change.index]
+    index = placed(runs, change.index)
+    before, after = runs[max(index - 1, 0)], runs[index]
     return Finding(
         suite,
         series,

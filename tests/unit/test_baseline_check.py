@@ -6,7 +6,7 @@ import random
 from typing import Any
 
 from loadgen.analysis.changepoint import DetectorSettings
-from loadgen.baseline.check import check_series, gating, regressions
+from loadgen.baseline.check import check_series, environment_changed, gating, placed, regressions
 from loadgen.baseline.history import StoredRun
 from loadgen.baseline.report import console, document, markdown
 
@@ -72,3 +72,15 @@ def test_json_and_markdown_carry_the_regression_and_its_cause() -> None:
     assert "1 open regression(s)" in text
     assert "1. `engine.version`: 0.26.0 -> 0.27.0" in text
     assert list(regressions(findings)) == [("s", "s/a@x", "run07")]
+
+
+def test_a_change_found_a_run_late_is_placed_where_the_environment_changed() -> None:
+    # the version changed at run 7, but noise made the statistics place the new level at run 8:
+    # the one environment change within two runs is where it began
+    runs = _runs(12, 7, 1.15)
+    assert placed(runs, 8) == 7
+    assert placed(runs, 6) == 7
+    steady = _runs(12, None, 1.0)  # no environment change nearby: the statistics' index stands
+    assert placed(steady, 8) == 8
+    assert not environment_changed(runs[3], runs[4])
+    assert environment_changed(runs[6], runs[7])
