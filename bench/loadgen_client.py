@@ -135,10 +135,16 @@ class _Conn(asyncio.Protocol):
             self.server.request(self.transport, head, body)
 
 
-async def _serve(conn: Connection, ttft_s: float, itl_s: float) -> None:
+async def serve(
+    conn: Connection, ttft_s: float, itl_s: float, port: int = 0, reuse_port: bool = False
+) -> None:
+    """Serve on 127.0.0.1:`port` (0: a free one, sent back over `conn`) until told to stop; "dump" sends
+    the true send times so far. With `reuse_port`, several servers share one port (SO_REUSEPORT)."""
     loop = asyncio.get_running_loop()
     server = FastServer(ttft_s, itl_s)
-    srv = await loop.create_server(lambda: _Conn(server), "127.0.0.1", 0, backlog=4096)
+    srv = await loop.create_server(
+        lambda: _Conn(server), "127.0.0.1", port, backlog=4096, reuse_port=reuse_port or None
+    )
     conn.send(srv.sockets[0].getsockname()[1])
     stop = asyncio.Event()
 
@@ -160,7 +166,7 @@ async def _serve(conn: Connection, ttft_s: float, itl_s: float) -> None:
 
 def _server_main(conn: Connection, ttft_s: float, itl_s: float) -> None:
     os.sched_setaffinity(0, {SERVER_CPU})
-    asyncio.run(_serve(conn, ttft_s, itl_s))
+    asyncio.run(serve(conn, ttft_s, itl_s))
 
 
 class ServerProcess:

@@ -11,35 +11,12 @@ from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from bench.loadgen_client import FastServer, _Conn
-
-
-async def _serve(conn: Connection, port: int, ttft_s: float, itl_s: float) -> None:
-    loop = asyncio.get_running_loop()
-    server = FastServer(ttft_s, itl_s)
-    srv = await loop.create_server(lambda: _Conn(server), "127.0.0.1", port, backlog=4096, reuse_port=True)
-    conn.send(srv.sockets[0].getsockname()[1])
-    stop = asyncio.Event()
-
-    def on_command() -> None:
-        if conn.recv() == "dump":
-            conn.send(server.done)
-            server.done = []
-        else:
-            stop.set()
-
-    loop.add_reader(conn.fileno(), on_command)
-    next_tick = loop.time()
-    while not stop.is_set():
-        server.tick()
-        next_tick = max(next_tick + itl_s, loop.time())
-        await asyncio.sleep(next_tick - loop.time())
-    srv.close()
+from bench.loadgen_client import serve
 
 
 def _server_main(conn: Connection, cpu: int, port: int, ttft_s: float, itl_s: float) -> None:
     os.sched_setaffinity(0, {cpu})
-    asyncio.run(_serve(conn, port, ttft_s, itl_s))
+    asyncio.run(serve(conn, ttft_s, itl_s, port, reuse_port=True))
 
 
 def _cpu_s(pid: int) -> float:
