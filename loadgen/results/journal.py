@@ -1,11 +1,15 @@
 """requests.jsonl written while a run goes, so a killed run (kill -9, the OOM killer) keeps what it
 measured: each finished request is encoded by the finisher (which parses in short slices between
 reads and sends) and the lines are written in batches from the monitor's tick (4 times a second),
-never on the send path. The encoded lines are kept, so the final index-ordered requests.jsonl
-costs no second encoding."""
+never on the send path.
+
+Memory stays flat however long the run: a line is not kept once it is on disk (only where it is:
+`JournalLines` reads it back for the final, index-ordered requests.jsonl), and `on_written` lets the
+run release what the line holds (the request's per-token times)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -13,35 +17,74 @@ from loadgen.records import RequestRecord
 from loadgen.results.record import request_text
 
 
+class JournalLines:
+    """The journal's lines by request index, read back from the file (a `Mapping.get` for write_run)."""
+
+    def __init__(self, path: Path, where: dict[int, tuple[int, int]]) -> None:
+        self.path, self.where = path, where
+        self._fh: IO[bytes] | None = None
+
+    def get(self, index: int) -> str | None:
+        """The line of request `index` (newline included), None when it never reached the file."""
+        at = self.where.get(index)
+        if at is None:
+            return None
+        if self._fh is None:
+            self._fh = self.path.open("rb")
+        self._fh.seek(at[0])
+        return self._fh.read(at[1]).decode()
+
+    def close(self) -> None:
+        """Close the file read from."""
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+
 class Journal:
     """Append-only requests.jsonl of one run; a write error stops the journal, not the run."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, on_written: Callable[[RequestRecord], None] | None = None) -> None:
         self.path = path
-        self.pending: list[str] = []
-        self.lines: dict[int, str] = {}
+        self.on_written = on_written
+        self.pending: list[tuple[RequestRecord, str]] = []
+        self.where: dict[int, tuple[int, int]] = {}  # index -> (offset, length) of its line in the file
         self.error: str | None = None
         self._fh: IO[str] | None = None
+        self._size = 0
 
     def add(self, record: RequestRecord, start_ns: int) -> None:
         """Encode a finished (parsed) request and queue its line for the next flush."""
-        text = self.lines[record.index] = request_text(record, start_ns)
         if self.error is None:
-            self.pending.append(text)
+            self.pending.append((record, request_text(record, start_ns)))
 
     def flush(self) -> None:
-        """Append the queued lines (whole lines, then flush to the OS)."""
+        """Append the queued lines (whole lines, then flush to the OS); once written, each line's
+        place is noted and its record handed to `on_written`."""
         if not self.pending:
             return
-        texts, self.pending = self.pending, []
+        batch, self.pending = self.pending, []
         try:
             if self._fh is None:
-                self._fh = self.path.open("a", encoding="utf-8")
-            self._fh.write("".join(texts))
+                self._fh = self.path.open("a", encoding="ascii")  # JSON lines are ASCII: chars = bytes
+                self._size = self._fh.tell()
+            self._fh.write("".join(text for _, text in batch))
             self._fh.flush()
         except OSError as exc:
             self.error = exc.strerror or type(exc).__name__
             self.close()
+            return
+        offset = self._size
+        for record, text in batch:
+            self.where[record.index] = (offset, len(text))
+            offset += len(text)
+            if self.on_written is not None:
+                self.on_written(record)
+        self._size = offset
+
+    def lines(self) -> JournalLines:
+        """The lines on disk, by request index (for the final requests.jsonl)."""
+        return JournalLines(self.path, self.where)
 
     def close(self) -> None:
         """Close the file (the final requests.jsonl replaces it atomically)."""

@@ -4,11 +4,11 @@ reported by file name, never raised: the measurements are printed anyway)."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from infergauge.redact import redact
 from loadgen.config import RunConfig
@@ -129,6 +129,14 @@ class Written:
     not_written: dict[str, str]
 
 
+class KnownLines(Protocol):
+    """Request lines already encoded, by index (a dict, or the journal's lines on disk)."""
+
+    def get(self, index: int, /) -> str | None:
+        """The line of request `index`, None when there is none."""
+        ...
+
+
 def request_text(r: RequestRecord, start_ns: int) -> str:
     """One requests.jsonl line, newline included."""
     return line_text(request_line(r, start_ns))
@@ -141,16 +149,18 @@ def write_run(
     summary: dict[str, Any],
     records: Sequence[RequestRecord],
     start_ns: int,
-    lines: Mapping[int, str] | None = None,
+    lines: KnownLines | None = None,
 ) -> Written:
-    """Write requests.jsonl (index order; `lines` holds texts already encoded by the journal),
-    summary.json, manifest.json (marked complete) and the runs.csv row; every file is tried."""
+    """Write requests.jsonl (index order, streamed; `lines` gives texts already encoded: the journal's
+    on disk, a merge's), summary.json, manifest.json (marked complete) and the runs.csv row; every
+    file is tried."""
     run_dir = results_dir / run_id
-    known = lines or {}
+    known: KnownLines = lines if lines is not None else {}
 
     def requests() -> None:
-        text = "".join(known.get(r.index) or request_text(r, start_ns) for r in records)
-        atomic_write(run_dir / "requests.jsonl", text)
+        atomic_write(
+            run_dir / "requests.jsonl", (known.get(r.index) or request_text(r, start_ns) for r in records)
+        )
 
     steps: tuple[tuple[str, Callable[[], Any]], ...] = (
         ("requests.jsonl", requests),

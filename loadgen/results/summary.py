@@ -4,6 +4,7 @@ run was killed before writing it (a *crashed* run), with the same statistics cod
 from __future__ import annotations
 
 import json
+from array import array
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -41,8 +42,9 @@ def build_summary(
     ended: datetime,
     stop_reason: str | None,
     peak_in_flight: int,
+    itl_ns: array[int] | None = None,
 ) -> dict[str, Any]:
-    """summary.json (docs/CONTRACTS.md layout)."""
+    """summary.json (docs/CONTRACTS.md layout); `itl_ns`: see `summarize`."""
     head = {
         "run_id": run_id,
         "partial": stop_reason is not None,
@@ -59,7 +61,7 @@ def build_summary(
         "max_concurrency": config.max_concurrency,
         "peak_in_flight": peak_in_flight,
     }
-    return {**head, **summarize(records, config.slo)}
+    return {**head, **summarize(records, config.slo, itl_ns)}
 
 
 def _ns(seconds: float | None, start_ns: int) -> int | None:

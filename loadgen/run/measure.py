@@ -11,6 +11,7 @@ import math
 import signal
 import sys
 import time
+from array import array
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
@@ -21,11 +22,11 @@ from loadgen.results.journal import Journal
 from loadgen.run.backlog import Backlog, Bound, held_bytes, warning
 from loadgen.run.live_metrics import LiveMetrics
 from loadgen.run.progress import Counts, Progress
-from loadgen.stats import meets_slo
+from loadgen.stats import itl_gaps_ns, meets_slo
 from loadgen.targets import Target
 from loadgen.transport.aiohttp_client import finalize
 from loadgen.transport.dispatch import Dispatcher
-from loadgen.workload.generator import RequestSpec, fingerprint
+from loadgen.workload.generator import SentDigest
 from loadgen.workload.shard import perf_base
 
 MIN_FOR_BUDGET = 20  # finished requests before --max-error-rate may stop a run early
@@ -33,6 +34,7 @@ SWITCH_INTERVAL_S = 0.0002  # GIL hand-over delay during a run (Python's default
 FINISH_SLICE_NS = 200_000  # parsing of finished requests between two yields to the event loop
 _BODY = json.JSONEncoder(separators=(",", ":")).encode  # json.dumps less a new encoder per call
 GC_TICKS = 240  # monitor ticks (0.25 s) between garbage collections during a run (see paced_gc)
+RELEASED: tuple[int, ...] = ()  # token_ns of a request whose line is on disk (see Run.release)
 BACKLOG_BOUND = Bound()  # finished requests held unparsed at most (see backlog.py)
 
 
@@ -49,7 +51,8 @@ class Run:
         self.finished = 0
         self.failed = 0
         self.start_ns = 0
-        self.specs: list[RequestSpec] = []
+        self.sent = SentDigest()  # the fingerprint of what was sent, digested by the finisher
+        self.itl_ns: array[int] = array("q")  # ITLs of measured ok requests already journaled
         self.dispatch_task: asyncio.Task[None] | None = None
         self.finished_queue: asyncio.Queue[tuple[RequestRecord, int]] = asyncio.Queue()
         self.backlog = Backlog(BACKLOG_BOUND)
@@ -88,9 +91,17 @@ class Run:
             self.account(finalize(record))
             if self.journal is not None:
                 self.journal.add(record, self.start_ns)
+            self.sent.step(2)  # keeps up with the sends (one finishes per send), in short slices
         finally:
             self.backlog.remove(size)
             self.finished_queue.task_done()
+
+    def release(self, record: RequestRecord) -> None:
+        """A request's line is on disk: keep its ITLs (measured ok ones, for the summary) in one compact
+        array and let its per-token times go, so memory does not grow with tokens streamed."""
+        if not record.warmup and record.outcome == "ok":
+            itl_gaps_ns((record,), self.itl_ns)
+        record.token_ns = RELEASED
 
     def _may_yield(self, now_ns: int) -> bool:
         """False while the backlog is over its bound and not yet drained: parse before reading more."""
@@ -157,7 +168,7 @@ class Run:
                 self.progress.update(Counts(self.finished, total, d.active, self.failed))
 
     async def dispatch(self, target: Target, workload: Any, model: str, schedule: list[int]) -> None:
-        """Send every scheduled request (cancelled by `request_stop`); fills start_ns and specs."""
+        """Send every scheduled request (cancelled by `request_stop`); fills start_ns and `sent`."""
         assert self.dispatcher is not None
         cfg = self.config
         self.start_ns = perf_base(self.start_at)
@@ -177,7 +188,7 @@ class Run:
             )
             if not await self.dispatcher.send_at(due, record, path, body, horizon):
                 break
-            self.specs.append(spec)
+            self.sent.add(spec)
 
 
 _ROUTES: list[Callable[[signal.Signals], None]] = []  # signal handlers in force, innermost last
@@ -231,7 +242,7 @@ async def execute(
             await drain_until_stopped(run)
         await run.dispatcher.drain(cancel=True)
         await run.finished_queue.join()  # every request parsed and accounted
-        return run.start_ns, fingerprint(run.specs)
+        return run.start_ns, run.sent.value()
     finally:
         sys.setswitchinterval(switch_interval)
         run.dispatcher.waker.close()

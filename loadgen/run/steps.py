@@ -14,7 +14,7 @@ import aiohttp
 
 import loadgen.run.annotations as grafana_notes
 from loadgen.config import ConfigError, RunConfig
-from loadgen.records import RunResult
+from loadgen.records import RequestRecord, RunResult
 from loadgen.results.cache_counters import CacheCounters, cache_facts, engine_counters
 from loadgen.results.journal import Journal
 from loadgen.results.manifest import public_url
@@ -27,7 +27,6 @@ from loadgen.targets import EngineMetadata, Target
 from loadgen.transport.aiohttp_client import finalize
 from loadgen.transport.dispatch import Dispatcher
 from loadgen.transport.rawhttp import RawClient
-from loadgen.workload.generator import fingerprint
 from loadgen.workload.shard import ShardPlan
 
 OnResult = Callable[[RunResult], None]
@@ -105,12 +104,12 @@ async def _prepare(ctx: RunContext) -> Run:
     ctx.started = datetime.now(UTC)
     if ctx.shard is not None and ctx.shard.start_at is not None:  # shards start together: at start_at
         ctx.started = max(ctx.started, ctx.shard.start_at)
-    run.journal = _start_record(ctx)
+    run.journal = _start_record(ctx, run.release)
     run.metrics = _start_metrics(ctx.config, ctx.run_id, ctx.model, meta, ctx.base_url)
     return run
 
 
-def _start_record(ctx: RunContext) -> Journal:
+def _start_record(ctx: RunContext, on_written: Callable[[RequestRecord], None]) -> Journal:
     """manifest.json marked `status: running` before the first request, and the journal."""
     run_dir = Path(ctx.config.results_dir) / ctx.run_id
     facts = ManifestFacts(ctx.workload, "", [], ctx.meta, ctx.base_url, *ctx.exporter)
@@ -122,7 +121,7 @@ def _start_record(ctx: RunContext) -> Journal:
         raise ConfigError(
             f"cannot write {str(run_dir / 'manifest.json')!r} ({exc.strerror}): pass another --results-dir"
         ) from None
-    return Journal(run_dir / "requests.jsonl")
+    return Journal(run_dir / "requests.jsonl", on_written)
 
 
 async def _read_cache_counters(ctx: RunContext) -> None:
@@ -194,6 +193,7 @@ def _record(ctx: RunContext, run: Run) -> RunResult:
         ctx.ended,
         run.stop_reason,
         run.dispatcher.peak_in_flight,
+        run.itl_ns,
     )
     summary["client_saturated"] = run.backlog.report()
     sent_schedule = ctx.schedule[: len(records)]
@@ -202,8 +202,12 @@ def _record(ctx: RunContext, run: Run) -> RunResult:
     manifest.update(ctx.manifest_extra)
     summary["cache"] = cache_facts(ctx.cache_counters)
     manifest["cache"] = {**manifest["cache"], **summary["cache"]}
-    lines = run.journal.lines if run.journal is not None else None
-    written = write_run(Path(config.results_dir), run_id, manifest, summary, records, ctx.start_ns, lines)
+    lines = run.journal.lines() if run.journal is not None else None
+    try:
+        written = write_run(Path(config.results_dir), run_id, manifest, summary, records, ctx.start_ns, lines)
+    finally:
+        if lines is not None:
+            lines.close()
     exit_code = 1 if run.stop_reason or summary["error_rate"] > config.max_error_rate else 0
     if written.not_written:
         exit_code = EXIT_NOT_WRITTEN
@@ -244,7 +248,7 @@ async def _execute_or_salvage(
         await run.dispatcher.drain(cancel=True)
         for record in run.dispatcher.records:
             finalize(record)
-        return run.start_ns, fingerprint(run.specs)
+        return run.start_ns, run.sent.value()
 
 
 def _labels_info(

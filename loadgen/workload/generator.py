@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,11 +63,36 @@ class RequestSpec:
 def fingerprint(requests: Iterable[RequestSpec]) -> str:
     """The sequence actually sent: sha256 over the canonical form of each request, in order
     (`sha256:<hex>`); two runs of one definition that sent different counts differ here."""
-    digest = hashlib.sha256()
+    sent = SentDigest()
     for spec in requests:
-        digest.update(spec.canonical().encode())
-        digest.update(b"\n")
-    return f"sha256:{digest.hexdigest()}"
+        sent.add(spec)
+    return sent.value()
+
+
+class SentDigest:
+    """`fingerprint` fed while a run goes: `add` holds a sent request until `step` digests it (in send
+    order, off the send path) and lets it go, so a long run does not keep every prompt in memory."""
+
+    def __init__(self) -> None:
+        self._digest = hashlib.sha256()
+        self._waiting: deque[RequestSpec] = deque()
+        self.count = 0
+
+    def add(self, spec: RequestSpec) -> None:
+        """A request was sent (the dispatcher's side: no encoding here)."""
+        self._waiting.append(spec)
+        self.count += 1
+
+    def step(self, n: int) -> None:
+        """Digest up to `n` waiting requests, oldest first."""
+        waiting, update = self._waiting, self._digest.update
+        for _ in range(min(n, len(waiting))):
+            update(waiting.popleft().canonical().encode() + b"\n")
+
+    def value(self) -> str:
+        """The fingerprint of every request added so far (`sha256:<hex>`)."""
+        self.step(len(self._waiting))
+        return f"sha256:{self._digest.copy().hexdigest()}"
 
 
 def definition_fingerprint(facts: dict[str, Any]) -> str:

@@ -1,0 +1,144 @@
+"""Issue #11 item 18: a saturated run's memory stays flat. A request's line is not kept once the
+journal wrote it (it is read back from disk for the final requests.jsonl), its per-token times are
+released into one compact ITL array, and the sent-sequence fingerprint is digested as the run goes
+instead of holding every prompt. Each test compares with what the run wrote before these changes."""
+
+from __future__ import annotations
+
+import random
+from array import array
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from loadgen.records import RequestRecord
+from loadgen.results.journal import Journal
+from loadgen.results.record import request_text, write_run
+from loadgen.run.measure import RELEASED
+from loadgen.stats import describe, describe_ns, itl_gaps_ns, itls_s, summarize
+from loadgen.workload.generator import RequestSpec, SentDigest, fingerprint
+
+START = 10**12
+
+
+def _record(index: int, rng: random.Random, outcome: str = "ok", warmup: bool = False) -> RequestRecord:
+    sent = START + index * 5_000_000
+    times = array("q", [sent + 20_000_000])
+    for _ in range(rng.randint(1, 40)):
+        times.append(times[-1] + rng.randint(500_000, 9_000_000))
+    return RequestRecord(
+        index,
+        f"run-{index:06d}",
+        warmup,
+        sent - 1_000,
+        16,
+        len(times),
+        sent_ns=sent,
+        first_ns=times[0],
+        last_ns=times[-1],
+        done_ns=times[-1] + 1_000,
+        token_ns=times,
+        output_tokens=len(times),
+        outcome=outcome,
+    )
+
+
+def _records(n: int = 60) -> list[RequestRecord]:
+    rng = random.Random(18)
+    return [_record(i, rng, "http_error" if i % 17 == 3 else "ok", warmup=i < 2) for i in range(n)]
+
+
+def _release_into(itl: array[int]) -> Callable[[RequestRecord], None]:
+    def release(record: RequestRecord) -> None:  # what Run.release does
+        if not record.warmup and record.outcome == "ok":
+            itl_gaps_ns((record,), itl)
+        record.token_ns = RELEASED
+
+    return release
+
+
+def test_journal_keeps_no_line_in_memory_and_the_final_file_is_the_same(tmp_path: Path) -> None:
+    records = _records()
+    expected = "".join(request_text(r, START) for r in records)  # the whole file, encoded up front
+    itl: array[int] = array("q")
+    journal = Journal(tmp_path / "run" / "requests.jsonl", _release_into(itl))
+    (tmp_path / "run").mkdir()
+    finished = records[:]
+    random.Random(3).shuffle(finished)  # requests finish out of index order
+    for k, record in enumerate(finished):
+        journal.add(record, START)
+        if k % 7 == 0:
+            journal.flush()
+    journal.flush()
+    journal.close()
+    assert journal.pending == []
+    assert all(r.token_ns == RELEASED for r in records)  # per-token times let go once on disk
+    assert not any(isinstance(v, str) for v in journal.where.values())  # places only, no texts
+    lines = journal.lines()
+    written = write_run(tmp_path, "run", {"config": {}}, {}, records, START, lines)
+    lines.close()
+    assert "requests.jsonl" not in written.not_written
+    assert (tmp_path / "run" / "requests.jsonl").read_text() == expected  # index order, byte-identical
+
+
+def test_released_itls_give_the_summary_the_unreleased_records_give(tmp_path: Path) -> None:
+    before = summarize(_records(), {})
+    records, itl = _records(), array("q")
+    release = _release_into(itl)
+    for record in records[::2]:  # half journaled (released), half not (a journal that failed later)
+        release(record)
+    after = summarize(records, {}, itl)
+    assert after["itl_s"] == before["itl_s"]
+    assert after["itl_s"]["count"] == sum(len(r.token_ns) - 1 for r in _records()[2:] if r.outcome == "ok")
+
+
+def test_a_journal_that_cannot_write_releases_nothing_and_the_record_is_still_whole(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("not a folder")
+    records = _records(10)
+    journal = Journal(tmp_path / "file" / "requests.jsonl", _release_into(array("q")))
+    for record in records:
+        journal.add(record, START)
+    journal.flush()
+    assert journal.error is not None
+    assert all(len(r.token_ns) > 0 for r in records)  # still needed: the final file encodes them
+    lines = journal.lines()
+    write_run(tmp_path, "run", {"config": {}}, {}, records, START, lines)
+    assert (tmp_path / "run" / "requests.jsonl").read_text() == "".join(
+        request_text(r, START) for r in records
+    )
+
+
+@pytest.mark.parametrize("steps", [[0], [1, 1, 1], [2, 0, 5], [100]])
+def test_the_sent_digest_is_the_fingerprint_however_it_is_stepped(steps: list[int]) -> None:
+    specs = [RequestSpec(i, [100 + i, 200, 300], 3, 8) for i in range(12)]
+    sent = SentDigest()
+    for k, spec in enumerate(specs):
+        sent.add(spec)
+        sent.step(steps[k % len(steps)])
+    assert sent.value() == fingerprint(specs)
+    assert sent.count == len(specs)
+    assert len(sent._waiting) == 0  # digested specs are let go
+    assert sent.value() == fingerprint(specs)  # reading it twice changes nothing
+
+
+def test_describe_ns_matches_numpy_and_the_float_describe() -> None:
+    rng = np.random.default_rng(11)
+    gaps = array("q", rng.integers(100_000, 80_000_000, size=5_001).tolist())
+    got = describe_ns(gaps)
+    seconds = np.asarray(gaps, dtype=np.float64) / 1e9
+    for q in (50, 90, 95, 99):
+        assert got[f"p{q}"] == pytest.approx(np.percentile(seconds, q), rel=1e-12)
+    assert got["mean"] == pytest.approx(seconds.mean(), rel=1e-12)
+    assert got["std"] == pytest.approx(seconds.std(), rel=1e-9)
+    as_floats = describe(g / 1e9 for g in gaps)
+    assert got["count"] == as_floats["count"] == len(gaps)
+    assert got["min"] == as_floats["min"]
+    assert got["max"] == as_floats["max"]
+    assert describe_ns(array("q")) == describe(())
+
+
+def test_itl_gaps_are_the_itls_in_ns() -> None:
+    record = _records(3)[2]
+    assert [g / 1e9 for g in itl_gaps_ns((record,))] == pytest.approx(itls_s(record), abs=1e-15)
