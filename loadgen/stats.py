@@ -29,6 +29,7 @@ from loadgen.records import OUTCOMES, SELF_CANCELLED, RequestRecord
 
 NS = 1e9
 PERCENTILES = (50, 90, 95, 99)
+NUMPY_SORT_FROM = 1_000_000  # values: from here `describe_ns` sorts with numpy (memory), below with sorted()
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -62,15 +63,23 @@ def describe(values: Iterable[float]) -> dict[str, float | int | None]:
     return out
 
 
+def _sorted_ns(values: array[int]) -> Sequence[int]:
+    """The values sorted: a list when small, numpy's 8 bytes a value when large (a list of ints takes
+    36; numpy's import, ~0.1-0.3 s of CPU, is paid only where the sort itself costs more)."""
+    if len(values) < NUMPY_SORT_FROM:
+        return sorted(values)
+    import numpy as np
+
+    return np.sort(np.frombuffer(values, dtype=np.int64))  # type: ignore[return-value]
+
+
 def describe_ns(values: array[int]) -> dict[str, float | int | None]:
-    """`describe` of integer nanoseconds, in seconds: sum and variance in exact integers, sorted with
-    numpy (8 bytes a value, where a list of floats takes 32: a saturated run holds millions of ITLs)."""
+    """`describe` of integer nanoseconds, in seconds: sum and variance in exact integers (the same
+    figures whichever way `_sorted_ns` sorts); a saturated run holds millions of ITLs this way."""
     n = len(values)
     if n == 0:
         return describe(())
-    import numpy as np  # only here: `import loadgen.stats` stays light
-
-    data = np.sort(np.frombuffer(values, dtype=np.int64))
+    data = _sorted_ns(values)
     total = sum(values)
     var_ns2 = (n * sum(map(mul, values, values)) - total * total) / (n * n)  # exact until the division
     out: dict[str, float | int | None] = {

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from loadgen import stats
 from loadgen.records import RequestRecord
 from loadgen.results.journal import Journal
 from loadgen.results.record import request_text, write_run
@@ -137,6 +138,13 @@ def test_describe_ns_matches_numpy_and_the_float_describe() -> None:
     assert got["min"] == as_floats["min"]
     assert got["max"] == as_floats["max"]
     assert describe_ns(array("q")) == describe(())
+
+
+def test_describe_ns_is_the_same_sorted_either_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    gaps = array("q", np.random.default_rng(5).integers(1, 10**9, size=2_001).tolist())
+    small = describe_ns(gaps)
+    monkeypatch.setattr(stats, "NUMPY_SORT_FROM", 1)  # the numpy path of a saturated run's millions
+    assert describe_ns(gaps) == small
 
 
 def test_itl_gaps_are_the_itls_in_ns() -> None:
