@@ -25,6 +25,8 @@ from loadgen.workload.distributions import LengthDist, parse_length
 # Token ids drawn for synthetic prompts: above the special tokens, inside the smallest vocabulary we
 # meet (the golden captures' 8,000-token tokenizer; Llama/Qwen vocabularies are far larger).
 TOKEN_ID_LOW, TOKEN_ID_HIGH = 100, 7999
+# json.dumps with options builds a new encoder per call; one encoder, the same text
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
 _WORDS_TEXT = (
     "time year people way day man thing woman life child world school state family student group "
     "country problem hand part place case week company system program question work government "
@@ -57,7 +59,7 @@ class RequestSpec:
             "messages": self.messages,
             "out": self.output_len,
         }
-        return json.dumps(body, sort_keys=True, separators=(",", ":"))
+        return _CANONICAL(body)
 
 
 def fingerprint(requests: Iterable[RequestSpec]) -> str:
