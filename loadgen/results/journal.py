@@ -5,16 +5,18 @@ never on the send path.
 
 Memory stays flat however long the run: a line is not kept once it is on disk (only where it is:
 `JournalLines` reads it back for the final, index-ordered requests.jsonl), and `on_written` lets the
-run release what the line holds (the request's per-token times)."""
+run release what the line holds (the request's per-token times; `read_itls` gives the summary its
+ITLs back from the file, exactly)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from array import array
+from collections.abc import Callable, Container
 from pathlib import Path
 from typing import IO
 
 from loadgen.records import RequestRecord
-from loadgen.results.record import request_text
+from loadgen.results.record import line_itls_ns, request_text
 
 
 class JournalLines:
@@ -81,6 +83,14 @@ class Journal:
             if self.on_written is not None:
                 self.on_written(record)
         self._size = offset
+
+    def read_itls(self, wanted: Container[int], into: array[int]) -> None:
+        """Append the ITLs (ns) of the wanted requests whose lines are on disk, in file order."""
+        with self.path.open("rb") as fh:
+            for index, (offset, length) in self.where.items():
+                if index in wanted:
+                    fh.seek(offset)
+                    into.extend(line_itls_ns(fh.read(length)))
 
     def lines(self) -> JournalLines:
         """The lines on disk, by request index (for the final requests.jsonl)."""

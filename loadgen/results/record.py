@@ -137,6 +137,17 @@ class KnownLines(Protocol):
         ...
 
 
+_ITL_KEY = b'"itl_s":['
+
+
+def line_itls_ns(line: bytes) -> list[int]:
+    """The ITLs of one requests.jsonl line, in ns: exactly the gaps encoded (`itl_s` is the line's last
+    field; a gap of g ns is written as g / 1e9, which round-trips to g)."""
+    start = line.rindex(_ITL_KEY) + len(_ITL_KEY)
+    body = line[start : line.rindex(b"]")]
+    return [round(float(x) * NS) for x in body.split(b",")] if body else []
+
+
 def request_text(r: RequestRecord, start_ns: int) -> str:
     """One requests.jsonl line, newline included."""
     return line_text(request_line(r, start_ns))

@@ -11,7 +11,6 @@ import math
 import signal
 import sys
 import time
-from array import array
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
@@ -22,7 +21,7 @@ from loadgen.results.journal import Journal
 from loadgen.run.backlog import Backlog, Bound, held_bytes, warning
 from loadgen.run.live_metrics import LiveMetrics
 from loadgen.run.progress import Counts, Progress
-from loadgen.stats import itl_gaps_ns, meets_slo
+from loadgen.stats import meets_slo
 from loadgen.targets import Target
 from loadgen.transport.aiohttp_client import finalize
 from loadgen.transport.dispatch import Dispatcher
@@ -52,7 +51,6 @@ class Run:
         self.failed = 0
         self.start_ns = 0
         self.sent = SentDigest()  # the fingerprint of what was sent, digested by the finisher
-        self.itl_ns: array[int] = array("q")  # ITLs of measured ok requests already journaled
         self.dispatch_task: asyncio.Task[None] | None = None
         self.finished_queue: asyncio.Queue[tuple[RequestRecord, int]] = asyncio.Queue()
         self.backlog = Backlog(BACKLOG_BOUND)
@@ -97,10 +95,8 @@ class Run:
             self.finished_queue.task_done()
 
     def release(self, record: RequestRecord) -> None:
-        """A request's line is on disk: keep its ITLs (measured ok ones, for the summary) in one compact
-        array and let its per-token times go, so memory does not grow with tokens streamed."""
-        if not record.warmup and record.outcome == "ok":
-            itl_gaps_ns((record,), self.itl_ns)
+        """A request's line is on disk: let its per-token times go (the summary reads its ITLs back from
+        the journal), so memory does not grow with the tokens streamed."""
         record.token_ns = RELEASED
 
     def _may_yield(self, now_ns: int) -> bool:

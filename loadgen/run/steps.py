@@ -4,6 +4,7 @@ live metrics, the start annotation), measure (the load), record (summary, manife
 from __future__ import annotations
 
 import asyncio
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -183,6 +184,7 @@ def _record(ctx: RunContext, run: Run) -> RunResult:
     assert run.dispatcher is not None
     assert ctx.ended is not None
     records = sorted(run.dispatcher.records, key=lambda r: r.index)
+    itl_ns, itl_missing = journaled_itls(run.journal, records)
     summary = build_summary(
         config,
         run_id,
@@ -193,9 +195,11 @@ def _record(ctx: RunContext, run: Run) -> RunResult:
         ctx.ended,
         run.stop_reason,
         run.dispatcher.peak_in_flight,
-        run.itl_ns,
+        itl_ns,
     )
     summary["client_saturated"] = run.backlog.report()
+    if itl_missing is not None:
+        summary["itl_s"]["incomplete"] = f"ITLs of journaled requests unreadable: {itl_missing}"
     sent_schedule = ctx.schedule[: len(records)]
     facts = ManifestFacts(ctx.workload, ctx.fingerprint, sent_schedule, ctx.meta, ctx.base_url, *ctx.exporter)
     manifest = build_manifest(config, run_id, facts, ctx.started, ctx.ended, run.stop_reason)
@@ -214,6 +218,21 @@ def _record(ctx: RunContext, run: Run) -> RunResult:
     return RunResult(
         run_id, written.run_dir, summary, manifest, summary["partial"], exit_code, written.not_written
     )
+
+
+def journaled_itls(journal: Journal | None, records: list[RequestRecord]) -> tuple[array[int], str | None]:
+    """The ITLs (ns) of the measured ok requests whose per-token times were released to the journal
+    (the others' are still on their records and `summarize` adds them), and why some could not be
+    read back (None when all were)."""
+    itl_ns: array[int] = array("q")
+    if journal is None or not journal.where:
+        return itl_ns, None
+    wanted = {r.index for r in records if not r.warmup and r.outcome == "ok"}
+    try:
+        journal.read_itls(wanted, itl_ns)
+    except OSError as exc:  # the file went away under the run (requests.jsonl is then not written either)
+        return itl_ns, f"{journal.path}: {exc.strerror or type(exc).__name__}"
+    return itl_ns, None
 
 
 async def _finish(ctx: RunContext, run: Run, result: RunResult) -> None:

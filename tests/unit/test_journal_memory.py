@@ -1,13 +1,13 @@
 """Issue #11 item 18: a saturated run's memory stays flat. A request's line is not kept once the
 journal wrote it (it is read back from disk for the final requests.jsonl), its per-token times are
-released into one compact ITL array, and the sent-sequence fingerprint is digested as the run goes
-instead of holding every prompt. Each test compares with what the run wrote before these changes."""
+released (the summary reads its ITLs back from the file, exactly), and the sent-sequence fingerprint
+is digested as the run goes instead of holding every prompt. Each test compares with what the run
+wrote before these changes."""
 
 from __future__ import annotations
 
 import random
 from array import array
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -16,8 +16,9 @@ import pytest
 from loadgen import stats
 from loadgen.records import RequestRecord
 from loadgen.results.journal import Journal
-from loadgen.results.record import request_text, write_run
+from loadgen.results.record import line_itls_ns, request_text, write_run
 from loadgen.run.measure import RELEASED
+from loadgen.run.steps import journaled_itls
 from loadgen.stats import describe, describe_ns, itl_gaps_ns, itls_s, summarize
 from loadgen.workload.generator import RequestSpec, SentDigest, fingerprint
 
@@ -51,32 +52,32 @@ def _records(n: int = 60) -> list[RequestRecord]:
     return [_record(i, rng, "http_error" if i % 17 == 3 else "ok", warmup=i < 2) for i in range(n)]
 
 
-def _release_into(itl: array[int]) -> Callable[[RequestRecord], None]:
-    def release(record: RequestRecord) -> None:  # what Run.release does
-        if not record.warmup and record.outcome == "ok":
-            itl_gaps_ns((record,), itl)
-        record.token_ns = RELEASED
-
-    return release
+def _release(record: RequestRecord) -> None:  # what Run.release does
+    record.token_ns = RELEASED
 
 
-def test_journal_keeps_no_line_in_memory_and_the_final_file_is_the_same(tmp_path: Path) -> None:
-    records = _records()
-    expected = "".join(request_text(r, START) for r in records)  # the whole file, encoded up front
-    itl: array[int] = array("q")
-    journal = Journal(tmp_path / "run" / "requests.jsonl", _release_into(itl))
-    (tmp_path / "run").mkdir()
+def _journaled(path: Path, records: list[RequestRecord], order_seed: int = 3) -> Journal:
+    """The records through a journal at `path`, finishing out of index order, flushed now and then."""
+    journal = Journal(path, _release)
     finished = records[:]
-    random.Random(3).shuffle(finished)  # requests finish out of index order
+    random.Random(order_seed).shuffle(finished)
     for k, record in enumerate(finished):
         journal.add(record, START)
         if k % 7 == 0:
             journal.flush()
     journal.flush()
     journal.close()
+    return journal
+
+
+def test_journal_keeps_no_line_in_memory_and_the_final_file_is_the_same(tmp_path: Path) -> None:
+    records = _records()
+    expected = "".join(request_text(r, START) for r in records)  # the whole file, encoded up front
+    (tmp_path / "run").mkdir()
+    journal = _journaled(tmp_path / "run" / "requests.jsonl", records)
     assert journal.pending == []
     assert all(r.token_ns == RELEASED for r in records)  # per-token times let go once on disk
-    assert not any(isinstance(v, str) for v in journal.where.values())  # places only, no texts
+    assert all(isinstance(v, tuple) for v in journal.where.values())  # places only, no texts
     lines = journal.lines()
     written = write_run(tmp_path, "run", {"config": {}}, {}, records, START, lines)
     lines.close()
@@ -84,21 +85,33 @@ def test_journal_keeps_no_line_in_memory_and_the_final_file_is_the_same(tmp_path
     assert (tmp_path / "run" / "requests.jsonl").read_text() == expected  # index order, byte-identical
 
 
-def test_released_itls_give_the_summary_the_unreleased_records_give(tmp_path: Path) -> None:
+def test_itls_read_back_from_the_journal_give_the_summary_of_the_unreleased_records(tmp_path: Path) -> None:
     before = summarize(_records(), {})
-    records, itl = _records(), array("q")
-    release = _release_into(itl)
-    for record in records[::2]:  # half journaled (released), half not (a journal that failed later)
-        release(record)
+    records = _records()
+    on_disk = records[::2]  # half journaled (released), half not (a journal that failed later)
+    journal = _journaled(tmp_path / "requests.jsonl", on_disk)
+    itl, missing = journaled_itls(journal, records)
+    assert missing is None
     after = summarize(records, {}, itl)
-    assert after["itl_s"] == before["itl_s"]
+    assert after["itl_s"] == before["itl_s"]  # exact: each gap round-trips through its line
     assert after["itl_s"]["count"] == sum(len(r.token_ns) - 1 for r in _records()[2:] if r.outcome == "ok")
+    (tmp_path / "requests.jsonl").unlink()  # the file went away under the run: said, not hidden
+    assert journaled_itls(journal, records)[1] is not None
+
+
+def test_line_itls_are_the_gaps_in_ns() -> None:
+    for record in _records(20):
+        gaps = list(itl_gaps_ns((record,)))
+        assert line_itls_ns(request_text(record, START).encode()) == gaps
+    single = _records(1)[0]
+    single.token_ns = single.token_ns[:1]
+    assert line_itls_ns(request_text(single, START).encode()) == []
 
 
 def test_a_journal_that_cannot_write_releases_nothing_and_the_record_is_still_whole(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("not a folder")
     records = _records(10)
-    journal = Journal(tmp_path / "file" / "requests.jsonl", _release_into(array("q")))
+    journal = Journal(tmp_path / "file" / "requests.jsonl", _release)
     for record in records:
         journal.add(record, START)
     journal.flush()
