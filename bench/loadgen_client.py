@@ -11,9 +11,10 @@ Figures printed (nothing here is hard-coded; every number is measured on this ma
      for each `--http-client` (aiohttp, raw);
   2. ITL error against the server's true send times with 64 streams (256 tokens at 2 ms);
   3. share of the server's token rate the client ingests with 64/256/1024 streams (256 tokens at 2 ms);
-  4. memory under saturation: max RSS and its growth (MB/s over the second half of the run) with 256
-     and 1,024 streams of 256 tokens held for BENCH_SECONDS, beside the token rate and the run's
-     `client_saturated` figures (time over the unparsed-backlog bound, peak backlog).
+  4. memory under saturation: max RSS and its growth (MB/s over the second half of the run, up to its
+     end: writing the record after it counts in the max, not the growth) with 256 and 1,024 streams
+     of 256 tokens held for BENCH_SECONDS, beside the token rate and the run's `client_saturated`
+     figures (time over the unparsed-backlog bound, peak backlog).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -218,7 +220,7 @@ class RssSampler:
     """Samples this process's resident set size (/proc/self/statm) every `every_s` in a thread."""
 
     def __init__(self, every_s: float = 0.1) -> None:
-        self.every_s, self.samples = every_s, []  # (perf_counter seconds, RSS bytes)
+        self.every_s, self.samples = every_s, []  # (wall-clock seconds, RSS bytes)
         self.page = os.sysconf("SC_PAGE_SIZE")
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._sample, daemon=True)
@@ -226,7 +228,7 @@ class RssSampler:
     def _sample(self) -> None:
         while not self.done.wait(self.every_s):
             with open("/proc/self/statm") as fh:
-                self.samples.append((time.perf_counter(), int(fh.read().split()[1]) * self.page))
+                self.samples.append((time.time(), int(fh.read().split()[1]) * self.page))
 
     def __enter__(self) -> RssSampler:
         self.thread.start()
@@ -240,9 +242,11 @@ class RssSampler:
         """The largest RSS sampled, MB."""
         return max((rss for _, rss in self.samples), default=0) / 1e6
 
-    def growth_mb_s(self) -> float:
-        """Least-squares slope of RSS over the second half of the samples, MB/s (flat: about 0)."""
-        half = self.samples[len(self.samples) // 2 :]
+    def growth_mb_s(self, until: float | None = None) -> float:
+        """Least-squares slope of RSS over the second half of the samples taken up to `until` (wall
+        clock: the run's end, so writing its record is not counted as growth), MB/s (flat: about 0)."""
+        kept = [x for x in self.samples if until is None or x[0] <= until]
+        half = kept[len(kept) // 2 :]
         if len(half) < 2:
             return float("nan")
         mean_t = sum(t for t, _ in half) / len(half)
@@ -279,7 +283,8 @@ def _memory_child(
     start_mb = rss.samples[0][1] / 1e6 if rss.samples else float("nan")
     sat = result.summary.get("client_saturated") or {}
     tok = result.summary["output_token_throughput"]
-    conn.send((tok, start_mb, rss.max_mb(), rss.growth_mb_s(), sat))
+    ended = datetime.fromisoformat(result.summary["ended_at"].replace("Z", "+00:00")).timestamp()
+    conn.send((tok, start_mb, rss.max_mb(), rss.growth_mb_s(until=ended), sat))
 
 
 def memory_figures(out_dir: str, seconds: float) -> None:
