@@ -37,8 +37,9 @@ def _history_panel(watched: Watched) -> Json:
     return on_store(panel)
 
 
-def change_annotation_sql(kind: str) -> str:
-    """The changes of one kind in the time range, as annotations (time, text, tags)."""
+def change_annotation_sql() -> str:
+    """The change points in the time range, as annotations (time, text, tags): regressions and
+    improvements, open and closed, each at the first run of its new level."""
     text = (
         "format('%s (%s%s): %s %s%% (%s -> %s %s) in %s at %s; cause: %s', kind, status, "
         "CASE WHEN open THEN '' ELSE ', closed' END, metric_label, to_char(relative_size * 100, 'FMS990.0'), "
@@ -47,7 +48,7 @@ def change_annotation_sql(kind: str) -> str:
     return (
         f'SELECT first_after_at AS "time", {text} AS text,\n'
         "  concat_ws(',', 'baseline', kind, status, metric) AS tags\n"
-        f"FROM changes\nWHERE $__timeFilter(first_after_at) AND {SUITE_FILTER} AND kind = '{kind}'\n"
+        f"FROM changes\nWHERE $__timeFilter(first_after_at) AND {SUITE_FILTER}\n"
         "ORDER BY first_after_at"
     )
 
@@ -178,10 +179,7 @@ def build() -> Json:
             "series", "Series", "SELECT DISTINCT series_key FROM runs WHERE suite IN ($suite) ORDER BY 1"
         ),
     ]
-    annotations = [
-        sql_annotation("Regressions (results store)", change_annotation_sql("regression"), "red"),
-        sql_annotation("Improvements (results store)", change_annotation_sql("improvement"), "green"),
-    ]
+    annotations = [sql_annotation("Change points (results store)", change_annotation_sql(), "red")]
     return dashboard(
         UID,
         "Baselines",

@@ -261,7 +261,7 @@ def test_baselines_charts_every_watched_metric_from_the_runs_table() -> None:
 def test_baselines_shows_change_points_open_regressions_and_the_scheduler() -> None:
     board = boards()["baselines.json"]
     annotations = [a for a in board["annotations"]["list"] if a.get("datasource") == STORE_DS]
-    assert len(annotations) == 2
+    assert len(annotations) == 1
     for ann in annotations:
         sql = ann["target"]["rawSql"]
         assert "FROM changes" in sql
