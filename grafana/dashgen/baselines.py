@@ -43,7 +43,9 @@ def change_annotation_sql() -> str:
     text = (
         "format('%s (%s%s): %s %s%% (%s -> %s %s) in %s at %s; cause: %s', kind, status, "
         "CASE WHEN open THEN '' ELSE ', closed' END, metric_label, to_char(relative_size * 100, 'FMS990.0'), "
-        "before_median, after_median, unit, series_key, first_run_after, COALESCE(cause, 'none'))"
+        "trim_scale(round(before_median::numeric, 6)), trim_scale(round(after_median::numeric, 6)), unit, "
+        "series_key, "
+        "first_run_after, COALESCE(cause, 'none'))"
     )
     return (
         f'SELECT first_after_at AS "time", {text} AS text,\n'
