@@ -29,6 +29,7 @@ if str(REPO) not in sys.path:
 
 from grafana.dashgen import DASHBOARD_DIR  # noqa: E402
 from grafana.dashgen.check import Prometheus, check  # noqa: E402
+from grafana.dashgen.check import main as check_main  # noqa: E402
 from grafana.dashgen.queries import iter_queries  # noqa: E402
 from grafana.dashgen.sqlcheck import check_board, iter_sql_queries, psycopg_execute  # noqa: E402
 from grafana.dashgen.sqlmacros import TimeRange  # noqa: E402
@@ -149,7 +150,7 @@ def _stop(proc: subprocess.Popen[str]) -> str:
 def test_every_prometheus_query_returns_data_from_a_real_scheduler(
     filled: tuple[str, Path, datetime], tmp_path: Path
 ) -> None:
-    url, suite, _ = filled
+    url, suite, began = filled
     sched_port, prom_port = free_port(), free_port()
     config = {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
@@ -174,6 +175,10 @@ def test_every_prometheus_query_returns_data_from_a_real_scheduler(
                 by_outcome = prom_get(
                     prom_url, "query", query='loadgen_baseline_passes_total{suite="e2e"} > 0'
                 )
+                minutes = (time.time() - began.timestamp()) / 60 + 0.5
+                argv = ["--prometheus", prom_url, "--minutes", f"{minutes:.2f}", "--scrape", "1"]
+                argv += ["--var", "suite=e2e", "--dashboard", BOARD["uid"], "--postgres", url]
+                command_rc = check_main([*argv, "--json", str(tmp_path / "check.json")])
             finally:
                 prom.terminate()
                 prom.wait(timeout=10)
@@ -181,6 +186,10 @@ def test_every_prometheus_query_returns_data_from_a_real_scheduler(
             err = _stop(scheduler)
     assert len(outcomes) == len(list(iter_queries(BOARD))) == 5
     assert [o.title for o in outcomes if not o.series] == [], err
+    # the command a user runs against their own store and Prometheus: every SQL and PromQL query has data
+    assert command_rc == 0
+    checked = json.loads((tmp_path / "check.json").read_text())
+    assert len(checked) == len(list(iter_queries(BOARD))) + len(list(iter_sql_queries(BOARD)))
     # the scheduler's pass found the step still open: TPOT, E2E and throughput regressed
     assert float(opened[0]["value"][1]) >= 1
     assert [s["metric"]["outcome"] for s in by_outcome] == ["regression"]
