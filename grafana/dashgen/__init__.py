@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import engines, gpu_host, run_compare, run_live
+from . import baselines, engines, gpu_host, run_compare, run_live
 
 DASHBOARD_DIR = Path(__file__).resolve().parents[1] / "dashboards"
 
@@ -18,6 +18,7 @@ BUILDERS: dict[str, Callable[[], dict[str, Any]]] = {
     "gpu-host.json": gpu_host.build,
     "engine-vllm.json": engines.build_vllm,
     "engine-sglang.json": engines.build_sglang,
+    "baselines.json": baselines.build,
 }
 
 

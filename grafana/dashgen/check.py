@@ -1,9 +1,12 @@
-"""Run every query of every dashboard against a Prometheus, the way Grafana would, and say which are empty.
+"""Run every query of every dashboard against a Prometheus (and, with --postgres, every SQL query
+against the results store), the way Grafana would, and say which are empty.
 
     python -m grafana.dashgen.check --prometheus http://127.0.0.1:9090 --minutes 30 [--var run_id=ID]
+        [--postgres postgresql://USER@HOST/DB] [--dashboard UID ...]
 
 Template variables get the value given with --var, else "All" where the variable allows it, else the
-first value Prometheus offers in Grafana's sort order (newest run first). Exit 0 when every panel,
+first value Prometheus offers in Grafana's sort order (newest run first); SQL variables, the value
+given or every value their query offers (grafana.dashgen.sqlcheck). Exit 0 when every panel,
 annotation and variable query returned data, 1 otherwise, 2 on bad input.
 """
 
@@ -17,11 +20,14 @@ import time
 import urllib.parse
 import urllib.request
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from . import DASHBOARD_DIR
 from .queries import Query, grafana_intervals, interpolate, iter_queries, split_label_values
+from .sqlcheck import check_board, psycopg_execute
+from .sqlmacros import TimeRange
 
 
 @dataclass(frozen=True)
@@ -148,6 +154,8 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--var", action="append", default=[], metavar="NAME=VALUE", help="variable value")
     parser.add_argument("--dir", type=Path, default=DASHBOARD_DIR, help="dashboard JSON directory")
     parser.add_argument("--json", type=Path, default=None, help="also write the outcomes as JSON here")
+    parser.add_argument("--postgres", default=None, help="results store (libpq URI): run the SQL queries too")
+    parser.add_argument("--dashboard", action="append", default=[], metavar="UID", help="only this dashboard")
     args = parser.parse_args(argv)
     bad = [v for v in args.var if "=" not in v]
     if bad or args.minutes <= 0 or args.scrape <= 0:
@@ -157,10 +165,35 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+def sql_outcomes(
+    url: str, boards: list[dict[str, Any]], given: dict[str, str], start: float, end: float
+) -> list[Outcome]:
+    """Every SQL query of the boards against the PostgreSQL at `url`; `series` = rows when usable."""
+    import psycopg
+
+    span = TimeRange(datetime.fromtimestamp(start, UTC), datetime.fromtimestamp(end, UTC))
+    out = []
+    with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+        for board in boards:
+            sql_given = {k: [v] for k, v in given.items()}
+            for o in check_board(psycopg_execute(conn), board, span, sql_given):
+                q = o.query
+                out.append(
+                    Outcome(q.dashboard, q.kind, q.title, q.ref, o.expanded, 0 if o.problem else o.rows)
+                )
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
     args = _parse_args(sys.argv[1:] if argv is None else argv)
     boards = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(args.dir.glob("*.json"))]
+    if args.dashboard:
+        unknown = set(args.dashboard) - {b["uid"] for b in boards}
+        if unknown:
+            print(f"error: no dashboard with uid {sorted(unknown)[0]!r} in {args.dir}", file=sys.stderr)
+            return 2
+        boards = [b for b in boards if b["uid"] in args.dashboard]
     given = dict(v.split("=", 1) for v in args.var)
     end = time.time()
     start = end - args.minutes * 60
@@ -169,6 +202,13 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, RuntimeError, ValueError) as exc:
         print(f"error: querying {args.prometheus} failed: {exc}", file=sys.stderr)
         return 1
+    if args.postgres:
+        try:
+            outcomes += sql_outcomes(args.postgres, boards, given, start, end)
+        except Exception as exc:  # noqa: BLE001 - a driver error of any kind: one line, exit 1
+            first = (str(exc).splitlines() or [type(exc).__name__])[0]
+            print(f"error: querying the results store failed: {first}", file=sys.stderr)
+            return 1
     for o in outcomes:
         print(
             f"{'ok   ' if o.series else 'EMPTY'} {o.series:3d}  {o.dashboard}  {o.kind}  {o.title} [{o.ref}]"

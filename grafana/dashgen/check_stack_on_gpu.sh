@@ -48,7 +48,10 @@ echo "loadgen rc=$?" >>"$LOG"
 wait $SGRUN
 sleep 3
 MIN=$(( ( $(date +%s) - T0 + 20 ) / 60 + 1 ))
-$py -m grafana.dashgen.check --prometheus http://127.0.0.1:9090 --minutes $MIN --scrape 1 --json "$OUT/check.json" >"$OUT/check.txt" 2>&1
+# every board but Baselines (it needs a `loadgen baseline schedule` and the results store: its own test)
+BOARDS="--dashboard infergauge-run-live --dashboard infergauge-run-comparison --dashboard infergauge-gpu-host"
+BOARDS="$BOARDS --dashboard infergauge-engine-vllm --dashboard infergauge-engine-sglang"
+$py -m grafana.dashgen.check --prometheus http://127.0.0.1:9090 --minutes $MIN --scrape 1 $BOARDS --json "$OUT/check.json" >"$OUT/check.txt" 2>&1
 echo "check rc=$?" >>"$OUT/check.txt"
 $py - "$OUT" <<'PY'
 import sys, urllib.request

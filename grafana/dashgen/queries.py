@@ -54,20 +54,25 @@ class Query:
     instant: bool = False
 
 
+def _prometheus(node: Mapping[str, Any]) -> bool:
+    """Whether a variable, annotation or target queries Prometheus (SQL ones: grafana.dashgen.sqlcheck)."""
+    return bool((node.get("datasource") or {}).get("type") == "prometheus")
+
+
 def iter_queries(board: Mapping[str, Any]) -> Iterator[Query]:
     """All Prometheus queries of one dashboard (rows' nested panels included)."""
     uid = str(board["uid"])
     for var in board.get("templating", {}).get("list", []):
-        if var.get("type") == "query":
+        if var.get("type") == "query" and _prometheus(var):
             query = var["query"]
             expr = query["query"] if isinstance(query, dict) else str(query)
             yield Query(uid, "variable", var["name"], var["name"], expr)
     for ann in board.get("annotations", {}).get("list", []):
-        if ann.get("datasource", {}).get("type") == "prometheus":
+        if _prometheus(ann):
             yield Query(uid, "annotation", ann["name"], "A", ann["expr"])
     for panel in _panels(board.get("panels", [])):
         for tgt in panel.get("targets", []):
-            if tgt.get("datasource", {}).get("type") == "prometheus":
+            if _prometheus(tgt):
                 yield Query(uid, "panel", panel["title"], tgt["refId"], tgt["expr"], bool(tgt.get("instant")))
 
 

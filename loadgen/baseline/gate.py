@@ -1,17 +1,21 @@
 """The check over a store: read the history, take each suite's watched metrics and detector settings
 from its newest run (the suite file's `metrics:` and `check:` are recorded in every run's manifest),
-and find the change points. Also the exit status of `baseline run` and `baseline check`."""
+find the change points and record them in the store's `changes` table. Also the exit status of
+`baseline run` and `baseline check`."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from loadgen.analysis.changepoint import DetectorSettings
+from loadgen.baseline.changes import change_rows, started_times
 from loadgen.baseline.check import Finding, check_all, gating
 from loadgen.baseline.history import StoredRun, read_history
 from loadgen.baseline.metrics import DEFAULT_METRICS, WATCHED
+from loadgen.store.changes import write_changes
 from loadgen.store.db import open_store
 from loadgen.store.url import StoreURL
 
@@ -32,10 +36,28 @@ def recorded_check(runs: Sequence[StoredRun]) -> tuple[tuple[str, ...], Detector
     return metrics, DetectorSettings(**values)
 
 
-def check_store(url: StoreURL, suite: str | None = None, series: str | None = None) -> list[Finding]:
-    """Every change point of the stored baseline series (of one suite / series when named)."""
+def check_store(
+    url: StoreURL, suite: str | None = None, series: str | None = None, *, now: datetime | None = None
+) -> list[Finding]:
+    """Every change point of the stored baseline series (of one suite / series when named), recorded
+    in the `changes` table (the checked series' changes it no longer finds are closed)."""
     with open_store(url) as store:
         history = read_history(store, suite)
+        findings = check_history(history, series)
+        checked = [key for key in history if in_scope(key, series)]
+        write_changes(store, change_rows(findings, started_times(history)), checked, now or datetime.now(UTC))
+    return findings
+
+
+def in_scope(key: tuple[str, str], series: str | None) -> bool:
+    """Whether a (suite, series key) is checked when `--series` is `series` (None: every series)."""
+    return series is None or key[1].split("@", 1)[0] == f"{key[0]}/{series}"
+
+
+def check_history(
+    history: Mapping[tuple[str, str], Sequence[StoredRun]], series: str | None = None
+) -> list[Finding]:
+    """The findings of a read history, each suite with the metrics and settings its newest run recorded."""
     findings: list[Finding] = []
     for name in sorted({s for s, _ in history}):
         part = {key: runs for key, runs in history.items() if key[0] == name}

@@ -2,6 +2,8 @@
 
 Exit status of `run` and `check`: 0 no open regression, 1 a confirmed regression (or a suspected one
 with `--fail-on suspected`), 2 bad input (suite, options, store URL), 3 the pass failed.
+With `--grafana-url` (or GRAFANA_URL; token from GRAFANA_TOKEN) each check also posts its new
+confirmed change points to Grafana as annotations.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ from loadgen.experiments.yamlnodes import PlanError
 from loadgen.store.db import StoreError
 from loadgen.store.url import StoreURL, StoreURLError, parse_store
 
+GRAFANA_HELP = (
+    "Post new confirmed change points as Grafana annotations (or GRAFANA_URL; token: GRAFANA_TOKEN)."
+)
 STORE_HELP = (
     "Results database: sqlite:///PATH (default: <results-dir>/infergauge.db) or "
     "postgresql://USER@HOST/DB (password from PGPASSWORD or ~/.pgpass); env LOADGEN_STORE."
@@ -60,9 +65,24 @@ def _output(fn: Callable[..., Any]) -> Callable[..., Any]:
             "--markdown", "markdown_file", type=click.Path(dir_okay=False), help="Write a Markdown report."
         ),
         click.option("--fail-on", type=click.Choice(FAIL_ON), default="confirmed", show_default=True),
+        click.option("--grafana-url", envvar="GRAFANA_URL", metavar="URL", help=GRAFANA_HELP),
     ):
         fn = option(fn)
     return fn
+
+
+def _grafana_token() -> str | None:
+    """The Grafana service-account token, from the environment only (never an option, never logged)."""
+    return os.environ.get("GRAFANA_TOKEN") or None
+
+
+def _annotate(url: StoreURL, grafana_url: str | None) -> None:
+    from loadgen.baseline.annotate import annotate_changes
+
+    try:
+        annotate_changes(url, grafana_url, _grafana_token(), log=lambda m: click.echo(m, err=True))
+    except StoreError as exc:
+        click.echo(f"warning: change points not annotated: results store {url.public}: {exc}", err=True)
 
 
 def _check(url: StoreURL, suite: str | None, series: str | None) -> list[Finding]:
@@ -108,6 +128,7 @@ def run(
     as_json: bool,
     markdown_file: str | None,
     fail_on: str,
+    grafana_url: str | None,
 ) -> None:
     """One pass of every series (rows to the store), then the check; exit status as the group says."""
     from loadgen.baseline.passrun import run_pass
@@ -123,6 +144,7 @@ def run(
     for line in result.failures():
         click.echo(f"  failed: {line}", err=True)
     findings = _check(url, suite.name, None)
+    _annotate(url, grafana_url)
     _show(findings, as_json, markdown_file, fail_on)
     sys.exit(exit_status(findings, fail_on, result.outcome != "ok"))
 
@@ -140,9 +162,12 @@ def check(
     as_json: bool,
     markdown_file: str | None,
     fail_on: str,
+    grafana_url: str | None,
 ) -> None:
     """Change points of every stored series and metric, each with the ranked manifest diff."""
-    findings = _check(_store(store, results_dir), suite, series)
+    url = _store(store, results_dir)
+    findings = _check(url, suite, series)
+    _annotate(url, grafana_url)
     _show(findings, as_json, markdown_file, fail_on)
     sys.exit(exit_status(findings, fail_on))
 
@@ -159,6 +184,7 @@ def check(
 )
 @click.option("--store", metavar="URL", envvar="LOADGEN_STORE", help=STORE_HELP)
 @click.option("--fail-on", type=click.Choice(FAIL_ON), default="confirmed", show_default=True)
+@click.option("--grafana-url", envvar="GRAFANA_URL", metavar="URL", help=GRAFANA_HELP)
 def schedule(
     suite_file: str,
     cron: str,
@@ -167,6 +193,7 @@ def schedule(
     metrics_address: str,
     store: str | None,
     fail_on: str,
+    grafana_url: str | None,
 ) -> None:
     """Run a pass at every time of --cron, one at a time, until stopped; serves its own metrics."""
     from prometheus_client import start_http_server
@@ -197,6 +224,7 @@ def schedule(
         fail_on=fail_on,
         log=log,
         api_key=api_key,
+        grafana=(grafana_url, _grafana_token()),
     )
     try:
         Scheduler(cron, one, metrics, log=log).run()

@@ -86,3 +86,19 @@ def annotate_run_end(
             )
     except Exception as exc:
         _warn(f"for run {run_id} end", url, exc)
+
+
+def post_annotation(
+    url: str | None, token: str | None, *, time_ms: int, tags: list[str], text: str, what: str
+) -> int | None:
+    """Post one point annotation (a baseline change point, say); its id, or None when not configured or
+    it failed (a warning naming `what`)."""
+    if not url:
+        return None
+    try:
+        reply = _client(url, token).annotations.add_annotation(time_from=time_ms, tags=_tags(tags), text=text)
+        ann_id = reply.get("id") if isinstance(reply, dict) else None
+        return int(ann_id) if ann_id is not None else None
+    except Exception as exc:  # best effort by contract: any failure is a warning
+        _warn(f"for {what}", url, exc)
+        return None

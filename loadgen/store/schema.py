@@ -99,6 +99,34 @@ RUNS_V2: tuple[tuple[str, str], ...] = (("row_hash", TEXT),)
 RUNS_COLUMNS = RUNS_V1 + RUNS_V2
 COLUMN_KINDS = dict(RUNS_COLUMNS)
 
+# Version 3: the change points `loadgen baseline check` found, one row per (suite, series, metric, first
+# run after); a change no longer found is closed (open false, closed_at set), never deleted.
+CHANGES_V3: tuple[tuple[str, str], ...] = (
+    ("suite", TEXT),
+    ("series_key", TEXT),
+    ("metric", TEXT),
+    ("metric_label", TEXT),
+    ("unit", TEXT),
+    ("kind", TEXT),  # regression | improvement
+    ("status", TEXT),  # suspected | confirmed
+    ("relative_size", REAL),  # after / before - 1 (medians)
+    ("before_median", REAL),
+    ("after_median", REAL),
+    ("p_value", REAL),
+    ("last_run_before", TEXT),
+    ("last_before_at", TS),
+    ("first_run_after", TEXT),
+    ("first_after_at", TS),
+    ("cause", TEXT),  # the top-ranked manifest difference, "key: a -> b"
+    ("causes", JSON),  # every ranked difference kept by the check
+    ("detected_at", TS),  # when a check first found it
+    ("open", BOOL),  # the latest change of its series and metric, found by the last check
+    ("closed_at", TS),  # when it stopped being open (superseded or no longer found)
+    ("annotation_id", INT),  # the Grafana annotation pushed for it (NULL: none yet)
+)
+CHANGE_KEY = ("suite", "series_key", "metric", "first_run_after")
+CHANGE_KINDS = dict(CHANGES_V3)
+
 
 def _v1(d: Dialect) -> list[str]:
     cols = ",\n  ".join(f"{name} {d.types[kind]}" for name, kind in RUNS_V1)
@@ -112,8 +140,16 @@ def _v2(d: Dialect) -> list[str]:
     ]
 
 
+def _v3(d: Dialect) -> list[str]:
+    cols = ",\n  ".join(f"{name} {d.types[kind]}" for name, kind in CHANGES_V3)
+    return [
+        f"CREATE TABLE changes (\n  {cols},\n  PRIMARY KEY ({', '.join(CHANGE_KEY)})\n)",
+        "CREATE INDEX changes_series_first_after ON changes (suite, series_key, first_after_at)",
+    ]
+
+
 # Migration N brings a database from version N-1 to N; one transaction each.
-MIGRATIONS: tuple[Callable[[Dialect], list[str]], ...] = (_v1, _v2)
+MIGRATIONS: tuple[Callable[[Dialect], list[str]], ...] = (_v1, _v2, _v3)
 LATEST = len(MIGRATIONS)
 
 CREATE_VERSION_TABLE = "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"
@@ -142,3 +178,65 @@ def upsert(d: Dialect, columns: Sequence[str]) -> str:
         f"ON CONFLICT (run_id) DO UPDATE SET {updates} "
         f"WHERE runs.row_hash {d.distinct} excluded.row_hash"
     )
+
+
+# kept from the first time a check recorded a change (not overwritten by later checks)
+_CHANGE_KEPT = ("detected_at", "annotation_id")
+
+
+def upsert_change(d: Dialect) -> str:
+    """Insert a change, or bring its row up to date (status, figures, open); `detected_at` and
+    `annotation_id` are kept, `closed_at` is set once when it stops being open."""
+    names = [name for name, _ in CHANGES_V3]
+    values = ", ".join(d.placeholder(c) for c in names)
+    updates = [
+        f"{c} = excluded.{c}"
+        for c in names
+        if c not in CHANGE_KEY and c not in _CHANGE_KEPT and c != "closed_at"
+    ]
+    updates.append(
+        "closed_at = CASE WHEN excluded.open THEN NULL "
+        "ELSE COALESCE(changes.closed_at, excluded.closed_at) END"
+    )
+    return (
+        f"INSERT INTO changes ({', '.join(names)}) VALUES ({values}) "
+        f"ON CONFLICT ({', '.join(CHANGE_KEY)}) DO UPDATE SET {', '.join(updates)}"
+    )
+
+
+def open_changes(d: Dialect) -> str:
+    """The keys of the open changes of one series (parameters `suite`, `series_key`, `open`)."""
+    p = d.placeholder
+    return (
+        f"SELECT {', '.join(CHANGE_KEY)} FROM changes "
+        f"WHERE suite = {p('suite')} AND series_key = {p('series_key')} AND open = {p('open')}"
+    )
+
+
+def close_change(d: Dialect) -> str:
+    """Close one change (parameters: the key, `open` false and `closed_at`)."""
+    p = d.placeholder
+    where = " AND ".join(f"{c} = {p(c)}" for c in CHANGE_KEY)
+    return f"UPDATE changes SET open = {p('open')}, closed_at = {p('closed_at')} WHERE {where}"
+
+
+def unannotated_changes(d: Dialect) -> str:
+    """Open confirmed changes no Grafana annotation was pushed for yet (parameter `open` true)."""
+    names = ", ".join(name for name, _ in CHANGES_V3)
+    return (
+        f"SELECT {names} FROM changes WHERE annotation_id IS NULL AND status = 'confirmed' "
+        f"AND open = {d.placeholder('open')} ORDER BY first_after_at, series_key, metric"
+    )
+
+
+def set_annotation(d: Dialect) -> str:
+    """Record the annotation pushed for one change (parameters: the key and `annotation_id`)."""
+    p = d.placeholder
+    where = " AND ".join(f"{c} = {p(c)}" for c in CHANGE_KEY)
+    return f"UPDATE changes SET annotation_id = {p('annotation_id')} WHERE {where}"
+
+
+def select_changes(d: Dialect) -> str:
+    """Every stored change, oldest first."""
+    names = ", ".join(name for name, _ in CHANGES_V3)
+    return f"SELECT {names} FROM changes ORDER BY first_after_at, suite, series_key, metric"

@@ -121,8 +121,12 @@ def test_push_retargets_the_datasource_uid(fake_grafana: FakeGrafana) -> None:
         if path == "/api/dashboards/db":
             text = json.dumps(body)
             assert "infergauge-prometheus" not in text
-            (var,) = [v for v in body["dashboard"]["templating"]["list"] if v["type"] == "datasource"]
-            assert var["current"]["value"] == "my-prom"
+            pickers = {
+                v["query"]: v for v in body["dashboard"]["templating"]["list"] if v["type"] == "datasource"
+            }
+            assert pickers["prometheus"]["current"]["value"] == "my-prom"
+            if "grafana-postgresql-datasource" in pickers:  # the Baselines board's results store: kept
+                assert pickers["grafana-postgresql-datasource"]["current"]["value"] == "infergauge-postgres"
 
 
 def test_push_reads_url_and_token_from_the_environment(fake_grafana: FakeGrafana) -> None:

@@ -19,7 +19,9 @@ from grafana.dashgen.queries import interpolate, iter_queries, variable_names  #
 
 PROVISIONING = REPO / "grafana" / "provisioning"
 BOARD_FILES = sorted(DASHBOARD_DIR.glob("*.json"))
-TITLES = {"Benchmark run (live)", "Run comparison", "GPU host", "Engine: vLLM", "Engine: SGLang"}
+TITLES = {"Benchmark run (live)", "Run comparison", "GPU host", "Engine: vLLM", "Engine: SGLang", "Baselines"}
+PROMETHEUS_DS = {"type": "prometheus", "uid": "${datasource}"}
+STORE_DS = {"type": "grafana-postgresql-datasource", "uid": "${store}"}
 BUILTIN_VARS = {"__interval", "__interval_ms", "__rate_interval", "__range", "__range_s", "__range_ms"}
 
 
@@ -41,7 +43,7 @@ def test_committed_json_is_what_the_generator_writes(name: str) -> None:
     assert (DASHBOARD_DIR / name).read_text(encoding="utf-8") == render(BUILDERS[name])
 
 
-def test_the_five_dashboards_exist_with_stable_unique_uids() -> None:
+def test_the_six_dashboards_exist_with_stable_unique_uids() -> None:
     loaded = boards()
     assert {b["title"] for b in loaded.values()} == TITLES
     uids = [b["uid"] for b in loaded.values()]
@@ -86,8 +88,16 @@ def test_dashboard_is_provisionable(path: Path) -> None:
         assert pos["x"] >= 0, panel["title"]
         assert pos["x"] + pos["w"] <= 24, panel["title"]
         for tgt in panel.get("targets", []):
-            assert tgt["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, panel["title"]
-            assert tgt["expr"].strip(), panel["title"]
+            assert tgt["datasource"] in (PROMETHEUS_DS, STORE_DS), panel["title"]
+            if tgt["datasource"] == STORE_DS:  # raw SQL, in the format its panel draws
+                assert tgt["rawSql"].strip(), panel["title"]
+                assert (tgt["rawQuery"], tgt["format"]) == (
+                    True,
+                    "table" if panel["type"] == "table" else "time_series",
+                )
+                assert panel["datasource"] == STORE_DS, panel["title"]
+            else:
+                assert tgt["expr"].strip(), panel["title"]
 
 
 @pytest.mark.parametrize("path", BOARD_FILES, ids=lambda p: p.name)
@@ -98,7 +108,12 @@ def test_panels_read_well(path: Path) -> None:
             assert panel["fieldConfig"]["defaults"]["unit"], f"{panel['title']} has no unit"
         if panel["type"] == "timeseries":
             for tgt in panel["targets"]:
-                assert tgt["legendFormat"] not in ("", "__auto"), f"{panel['title']} {tgt['refId']} unnamed"
+                if tgt["datasource"] == STORE_DS:  # SQL: the lines are named by a `metric` column
+                    assert " AS metric" in tgt["rawSql"], f"{panel['title']} {tgt['refId']} unnamed"
+                else:
+                    assert tgt["legendFormat"] not in ("", "__auto"), (
+                        f"{panel['title']} {tgt['refId']} unnamed"
+                    )
 
 
 @pytest.mark.parametrize("path", BOARD_FILES, ids=lambda p: p.name)
@@ -188,3 +203,84 @@ def test_comparison_judges_runs_by_the_slo_variables() -> None:
         o for o in table["fieldConfig"]["overrides"] if any(p["id"] == "thresholds" for p in o["properties"])
     ]
     assert fixed == []
+
+
+def store_uid() -> str:
+    config = yaml.safe_load((PROVISIONING / "datasources" / "postgres.yml").read_text())
+    return str(config["datasources"][0]["uid"])
+
+
+def sql_refs(node: Any) -> list[dict[str, Any]]:
+    """Every PostgreSQL datasource reference in a dashboard."""
+    if isinstance(node, dict):
+        here = [node] if node.get("type") == STORE_DS["type"] and "uid" in node else []
+        return here + [ref for value in node.values() for ref in sql_refs(value)]
+    if isinstance(node, list):
+        return [ref for value in node for ref in sql_refs(value)]
+    return []
+
+
+def test_baselines_reads_the_store_through_a_datasource_variable() -> None:
+    board = boards()["baselines.json"]
+    variables = {v["name"]: v for v in board["templating"]["list"]}
+    store = variables["store"]
+    assert (store["type"], store["query"], store["current"]["value"]) == (
+        "datasource",
+        STORE_DS["type"],
+        store_uid(),
+    )
+    assert {ref["uid"] for ref in sql_refs(board)} == {"${store}"}
+    for name in ("suite", "series"):  # SQL, multi-value with All (Grafana sends every value, quoted)
+        assert variables[name]["datasource"] == STORE_DS
+        assert (variables[name]["multi"], variables[name]["includeAll"], variables[name]["allValue"]) == (
+            True,
+            True,
+            None,
+        )
+    assert "FROM runs" in variables["series"]["query"]
+    assert "IN ($suite)" in variables["series"]["query"]
+
+
+def test_baselines_charts_every_watched_metric_from_the_runs_table() -> None:
+    from loadgen.baseline.metrics import WATCHED
+
+    board = boards()["baselines.json"]
+    history = {p["title"]: p for p in all_panels(board["panels"]) if p["type"] == "timeseries"}
+    assert set(history) == {w.label for w in WATCHED.values()}
+    for watched in WATCHED.values():
+        (tgt,) = history[watched.label]["targets"]
+        sql = tgt["rawSql"]
+        assert "$__time(started_at)" in sql, watched.name
+        assert "$__timeFilter(started_at)" in sql, watched.name
+        assert f"{watched.column} AS" in sql
+        assert "FROM runs" in sql
+        assert "status = 'ok'" in sql
+        assert "suite IN ($suite) AND series_key IN ($series)" in sql
+
+
+def test_baselines_shows_change_points_open_regressions_and_the_scheduler() -> None:
+    board = boards()["baselines.json"]
+    annotations = [a for a in board["annotations"]["list"] if a.get("datasource") == STORE_DS]
+    assert len(annotations) == 1
+    for ann in annotations:
+        sql = ann["target"]["rawSql"]
+        assert "FROM changes" in sql
+        assert "$__timeFilter(first_after_at)" in sql
+        assert all(f"AS {col}" in sql for col in ('"time"', "text", "tags"))
+    panels = {p["title"]: p for p in all_panels(board["panels"])}
+    regressions = panels["Open regressions and their named cause"]
+    sql = regressions["targets"][0]["rawSql"]
+    assert regressions["type"] == "table"
+    assert "FROM changes" in sql
+    assert "WHERE open AND kind = 'regression'" in sql
+    assert "cause AS" in sql
+    prom = " ".join(q.expr for q in iter_queries(board))
+    for name in (
+        "loadgen_baseline_last_pass_timestamp_seconds",
+        "loadgen_baseline_last_pass_success",
+        "loadgen_baseline_next_pass_timestamp_seconds",
+        "loadgen_baseline_passes_total",
+        "loadgen_baseline_regressions_open",
+    ):
+        assert name in prom
+    assert all('suite=~"$suite"' in q.expr for q in iter_queries(board))
