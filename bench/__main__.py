@@ -12,6 +12,7 @@ BENCHMARKS: dict[str, str] = {
     "simengine": "bench.sim_capacity",
     "exporter": "bench.exporter_scrape",
     "scaling": "bench.scaling",
+    "workers1": "bench.worker_overhead",
     "baseline": "bench.baseline_check",
 }
 # `python -m bench` with no names: these (scaling needs a many-core host: `python -m bench scaling`)

@@ -3,8 +3,10 @@
 S fast servers (bench.loadgen_client's FastServer, each in its own process pinned to its own core) all
 listen on ONE port with SO_REUSEPORT, so Linux spreads the client's connections over them; each stamps
 the true send time of every chunk (perf_counter_ns: CLOCK_MONOTONIC, shared by every process on the
-host) per X-Request-Id, and the union of their dumps is the ground truth. `loadgen run --workers N`
-runs as a subprocess pinned to cores 0..N-1. The merged record's `*_ns` count from the run's common
+host) per X-Request-Id, and the union of their dumps is the ground truth. A plain `loadgen run` (one
+process, the row `plain`: the ceiling the target is read against) runs pinned to core 0; `loadgen run
+--workers N` to cores 0..N (the coordinator takes one, loadgen.scale.pinning), all off the servers'
+cores. The merged record's `*_ns` count from the run's common
 start (`--start-at`, mapped to perf_counter_ns by `loadgen.workload.shard.perf_base`), so the bench adds
 `perf_base(start_at)` back before comparing with the servers' stamps (the wall/monotonic drift between
 the run's start and the analysis is microseconds on one host).
@@ -13,9 +15,10 @@ the server's true send), client CPU ms/request (the `loadgen run` process tree, 
 includes interpreter start-up), the busiest server's CPU share (its CPU seconds over the servers'
 serving span, first token sent to last: start-up idling excluded) and the streams each server
 finished (min-max: how evenly SO_REUSEPORT spread the connections); per (workers, streams):
-client-ingested vs server-sent tokens/s; and a ceiling line per worker count. With SCALING_GRID=small
-the grid is reduced (workers 1, 2; rates 100, 200; 64 streams; two servers; cores shared) to exercise
-the code.
+client-ingested vs server-sent tokens/s; and a ceiling line per worker count with its ratio to the
+plain run's. With SCALING_GRID=small the grid is reduced (plain, workers 1, 2; rates 100, 200; 64
+streams; two servers; cores shared) to exercise the code. `python -m bench workers1`
+(bench.worker_overhead) compares a plain run with `--workers 1` on any host of two cores or more.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ LOADGEN = "import sys; from loadgen.cli.main import main; sys.argv[0] = 'loadgen
 MIN_CORES = 8
 MAX_SERVERS = 8
 WORKERS = (1, 2, 4, 8)
+PLAIN = 0  # a grid's "workers" for a plain `loadgen run` (one process): the ceiling --workers scales from
 RATES = (500, 1000, 2000, 4000)  # req/s (issue #14); SCALING_RATES overrides
 STREAMS = (1000, 4000, 8000)
 SUSTAINED_SHARE = 0.99  # achieved >= 99% of asked
@@ -71,21 +75,28 @@ class Point:
 
 
 def plan_grid(cores: int, small: bool, rates: tuple[int, ...] = RATES) -> Grid | None:
-    """The grid for `cores`: the most workers of 1/2/4/8 that leave a core, servers on the cores left
-    (at most 8); None when too few cores for the full grid and `small` is not asked."""
+    """The grid for `cores`: a plain run (workers 0) and the most workers of 1/2/4/8 that leave a core
+    for the coordinator and one for a server, servers on the cores left (at most 8); None when too few
+    cores for the full grid and `small` is not asked."""
     if small:
         return Grid(
-            (1, 2), (100, 200), (64,), 2, "reduced grid (SCALING_GRID=small; 2 servers, cores shared)"
+            (PLAIN, 1, 2), (100, 200), (64,), 2, "reduced grid (SCALING_GRID=small; 2 servers, cores shared)"
         )
     if cores < MIN_CORES:
         return None
-    most = max(w for w in WORKERS if w < cores)
-    servers = min(MAX_SERVERS, cores - most)
-    workers = tuple(w for w in WORKERS if w <= most)
+    most = max(w for w in WORKERS if w + 2 <= cores)
+    servers = min(MAX_SERVERS, cores - most - 1)
+    workers = (PLAIN, *(w for w in WORKERS if w <= most))
     label = (
-        f"{cores} cores: workers on cores 0..N-1, {servers} servers on cores {cores - servers}..{cores - 1}"
+        f"{cores} cores: loadgen on cores 0..N (a plain run on 0; --workers N: the coordinator on 0, "
+        f"worker i on i + 1), {servers} servers on cores {cores - servers}..{cores - 1}"
     )
     return Grid(workers, rates, STREAMS, servers, label)
+
+
+def mode_name(workers: int) -> str:
+    """`plain` for a plain `loadgen run` (workers 0), else the worker count."""
+    return "plain" if workers == PLAIN else str(workers)
 
 
 def parse_rates(text: str | None) -> tuple[int, ...]:
@@ -117,12 +128,14 @@ def ceiling(points: Sequence[Point]) -> dict[int, float | None]:
 
 def ceiling_lines(points: Sequence[Point]) -> list[str]:
     """One line per worker count: its ceiling (a lower bound when it is the grid's top rate), the ratio
-    to 1 worker, and a note when a server was busy."""
+    to the plain run's ceiling (else the fewest workers'), and a note when a server was busy."""
     ceilings, lines = ceiling(points), []
     grid_top = max((p.asked for p in points), default=0.0)
-    one = ceilings.get(min(ceilings)) if ceilings else None
+    base = min(ceilings) if ceilings else PLAIN
+    one = ceilings.get(base)
+    base_name = "plain-run" if base == PLAIN else f"{base}-worker"
     for workers, top in sorted(ceilings.items()):
-        ratio = f"{top / one:.2f}x the {min(ceilings)}-worker ceiling" if top and one else "no ratio"
+        ratio = f"{top / one:.2f}x the {base_name} ceiling" if top and one else "no ratio"
         busy = max(p.server_busy for p in points if p.workers == workers)
         note = (
             f"; a server reached {100 * busy:.0f}% CPU: the server may be the limit"
@@ -131,7 +144,8 @@ def ceiling_lines(points: Sequence[Point]) -> list[str]:
         )
         shown = f"{top:g} req/s" if top else "none of the rates"
         shown = f"at least {shown} (the grid's top rate)" if top == grid_top else shown
-        lines.append(f"ceiling, {workers} worker(s): {shown} sustained ({ratio}){note}")
+        who = "plain run" if workers == PLAIN else f"{workers} worker(s)"
+        lines.append(f"ceiling, {who}: {shown} sustained ({ratio}){note}")
     return lines
 
 
@@ -183,25 +197,28 @@ class Outcome:
     server_busy: float
     truth: dict[str, list[int]]
     split: tuple[int, ...]
+    wall_s: float = 0.0
 
 
-def run_point(servers: ServerGroup, workers: int, args: Sequence[str]) -> Outcome:
-    """Run `loadgen run --workers N ARGS` pinned to cores 0..N-1 and read its merged record."""
-    cmd = [
-        sys.executable,
-        "-c",
-        LOADGEN,
-        "run",
-        "--target",
-        "openai",
-        "--base-url",
-        servers.url,
-        "--model",
-        "bench",
-    ]
-    cmd += ["--workers", str(workers), "--input-len", "fixed:32", "--metrics-port", "0", "--linger", "0"]
-    cmd += ["--max-error-rate", "1", "--quiet", "--json", *args]
-    cores = set(range(min(workers, os.cpu_count() or 1)))
+def loadgen_cmd(url: str, workers: int | None, args: Sequence[str]) -> list[str]:
+    """`loadgen run` against the servers: `--workers N`, or a plain run (one process) when None."""
+    cmd = [sys.executable, "-c", LOADGEN, "run", "--target", "openai", "--base-url", url, "--model", "bench"]
+    if workers is not None:
+        cmd += ["--workers", str(workers)]
+    cmd += ["--input-len", "fixed:32", "--metrics-port", "0", "--linger", "0"]
+    return [*cmd, "--max-error-rate", "1", "--quiet", "--json", *args]
+
+
+def client_cores(workers: int | None, usable: Sequence[int]) -> set[int]:
+    """The cores the `loadgen run` process tree may use: one per worker plus one for the coordinator
+    (a plain run: one), the first of `usable`; fewer when `usable` is shorter (cores shared)."""
+    want = 1 if workers is None else workers + 1
+    return set(usable[: max(1, min(want, len(usable)))])
+
+
+def run_point(servers: ServerGroup, workers: int | None, args: Sequence[str], cores: set[int]) -> Outcome:
+    """Run `loadgen run [--workers N] ARGS` pinned to `cores` and read its (merged) record."""
+    cmd = loadgen_cmd(servers.url, workers, args)
     with tempfile.TemporaryDirectory() as out:
         before, cpu0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), servers.cpu(), time.monotonic()
         done = subprocess.run(
@@ -220,13 +237,14 @@ def run_point(servers: ServerGroup, workers: int, args: Sequence[str]) -> Outcom
         lines = [json.loads(x) for x in found[0].read_text().splitlines()]
         manifest = json.loads((found[0].parent / "manifest.json").read_text())
         summary = json.loads((found[0].parent / "summary.json").read_text())
-    base_ns = perf_base(parse_start_at(manifest["shards"]["start_at"]))
+    start_at = (manifest.get("shards") or {}).get("start_at")  # a plain run's `*_ns` are perf_counter's
+    base_ns = perf_base(parse_start_at(start_at)) if start_at else 0
     client = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     busy = max(b - a for a, b in zip(cpu0, cpu1, strict=True)) / (serving_span_s(truth) or wall)
-    return Outcome(summary, lines, base_ns, client, busy, truth, tuple(servers.split))
+    return Outcome(summary, lines, base_ns, client, busy, truth, tuple(servers.split), wall)
 
 
-def rate_grid(grid: Grid, cpus: Sequence[int], seconds: float) -> list[Point]:
+def rate_grid(grid: Grid, cpus: Sequence[int], usable: Sequence[int], seconds: float) -> list[Point]:
     """Table 1: workers x rate (32 tokens, TTFT 20 ms, 5 ms/token); returns the points for the ceilings."""
     print(
         "workers   rate  achieved  lag_p99_ms  ttft_err_p99_ms  client_cpu_ms/req  server_cpu%  "
@@ -237,15 +255,15 @@ def rate_grid(grid: Grid, cpus: Sequence[int], seconds: float) -> list[Point]:
         for workers, rate in [(w, r) for w in grid.workers for r in grid.rates]:
             failed = next((p.asked for p in points if p.workers == workers and not sustained(p)), None)
             if failed is not None:  # a saturated client runs long past its seconds: skip what cannot pass
-                print(f"{workers:>7}  {rate:>5}  skipped: {failed:g} req/s was not sustained")
+                print(f"{mode_name(workers):>7}  {rate:>5}  skipped: {failed:g} req/s was not sustained")
                 continue
             n = int(rate * seconds)
             args = ["--rate", str(rate), "--arrival", "constant", "--num-prompts", str(n)]
             args += ["--output-len", "fixed:32"]
             try:
-                got = run_point(servers, workers, args)
+                got = run_point(servers, workers or None, args, client_cores(workers or None, usable))
             except RuntimeError as exc:  # one failed point is a row, not the end of the grid
-                print(f"{workers:>7}  {rate:>5}  failed: {exc}")
+                print(f"{mode_name(workers):>7}  {rate:>5}  failed: {exc}")
                 points.append(Point(workers, float(rate), 0.0, math.inf, 0.0))
                 continue
             s, errs = got.summary, ttft_errors_ms(got.lines, got.base_ns, got.truth)
@@ -253,30 +271,29 @@ def rate_grid(grid: Grid, cpus: Sequence[int], seconds: float) -> list[Point]:
             point = Point(workers, float(rate), s["achieved_rate"] or 0.0, lag_ms, got.server_busy)
             points.append(point)
             print(
-                f"{workers:>7}  {rate:>5}  {point.achieved:8.1f}  {lag_ms:10.3f}  {_p(errs, 99):15.3f}  "
-                f"{got.client_cpu_s * 1e3 / n:17.3f}  {100 * got.server_busy:11.0f}  "
+                f"{mode_name(workers):>7}  {rate:>5}  {point.achieved:8.1f}  {lag_ms:10.3f}  "
+                f"{_p(errs, 99):15.3f}  {got.client_cpu_s * 1e3 / n:17.3f}  {100 * got.server_busy:11.0f}  "
                 f"{min(got.split)}-{max(got.split):<5}  {s['requests']['ok']}/{n}"
             )
     return points
 
 
-def stream_grid(grid: Grid, cpus: Sequence[int]) -> None:
+def stream_grid(grid: Grid, cpus: Sequence[int], usable: Sequence[int]) -> None:
     """Table 2: workers x concurrent streams (256 tokens at 2 ms): client-ingested vs server tokens/s."""
     print("workers  streams  server_tok/s  client_tok/s  share%  server_cpu%")
     with ServerGroup(cpus, ttft_s=0.002, itl_s=0.002) as servers:
         for workers, k in [(w, k) for w in grid.workers for k in grid.streams]:
             args = ["--rate", "inf", "--max-concurrency", str(k), "--num-prompts", str(k)]
             try:
-                got = run_point(
-                    servers, workers, [*args, "--output-len", "fixed:256", "--request-timeout", "300s"]
-                )
+                args += ["--output-len", "fixed:256", "--request-timeout", "300s"]
+                got = run_point(servers, workers or None, args, client_cores(workers or None, usable))
             except RuntimeError as exc:
-                print(f"{workers:>7}  {k:>7}  failed: {exc}")
+                print(f"{mode_name(workers):>7}  {k:>7}  failed: {exc}")
                 continue
             server, client = ingest_rates(got.lines, got.truth)
             print(
-                f"{workers:>7}  {k:>7}  {server:12.0f}  {client:12.0f}  {100 * client / server:6.1f}  "
-                f"{100 * got.server_busy:11.0f}"
+                f"{mode_name(workers):>7}  {k:>7}  {server:12.0f}  {client:12.0f}  "
+                f"{100 * client / server:6.1f}  {100 * got.server_busy:11.0f}"
             )
 
 
@@ -300,10 +317,11 @@ def main() -> None:
     seconds = float(os.environ.get("BENCH_SECONDS", "5"))
     cpus = [c % cores for c in range(cores - grid.servers, cores)]  # small grid on 1 core: shared
     print(f"scaling: {grid.label}; {seconds:g} s per rate point; servers share port SO_REUSEPORT")
-    points = rate_grid(grid, cpus, seconds)
+    usable = [c for c in range(cores) if c not in cpus] or list(range(cores))  # small grid: shared
+    points = rate_grid(grid, cpus, usable, seconds)
     for line in ceiling_lines(points):
         print(line)
-    stream_grid(grid, cpus)
+    stream_grid(grid, cpus, usable)
 
 
 if __name__ == "__main__":

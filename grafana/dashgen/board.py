@@ -153,16 +153,21 @@ def dashboard(
 
 
 def run_boundary_annotations(run_filter: str) -> list[Json]:
-    """Run start/end markers from Prometheus alone, plus the ones loadgen posts to Grafana's API."""
+    """Run start/end markers from Prometheus alone, plus the ones loadgen posts to Grafana's API.
 
-    def prom(name: str, metric: str, color: str, word: str) -> Json:
+    A run may be several shards (`--shard i/N` processes or hosts) sharing one run_id, each its own
+    series: the run starts at the earliest shard start and ends only once every shard has ended
+    (each shard's end gauge is 0 while it runs), at the latest end. A shard whose series is gone
+    (stale: its process exited) no longer holds the end back."""
+
+    def prom(name: str, expr: str, color: str, word: str) -> Json:
         return {
             "name": name,
             "datasource": DS,
             "enable": True,
             "hide": False,
             "iconColor": color,
-            "expr": f"max by (run_id, target, scenario) ({metric}{{{run_filter}}} > 0) * 1000",
+            "expr": expr,
             "step": "5s",
             "useValueForTime": True,
             "titleFormat": f"run {{{{run_id}}}} {word}",
@@ -170,6 +175,11 @@ def run_boundary_annotations(run_filter: str) -> list[Json]:
             "tagKeys": "run_id,target,scenario",
         }
 
+    by = "by (run_id, target, scenario)"
+    start = f"loadgen_run_start_timestamp_seconds{{{run_filter}}}"
+    end = f"loadgen_run_end_timestamp_seconds{{{run_filter}}}"
+    start_expr = f"min {by} ({start} > 0) * 1000"
+    end_expr = f"(max {by} ({end}) and min {by} ({end}) > 0) * 1000"
     api = {
         "name": "loadgen annotations (Grafana API)",
         "datasource": GRAFANA_DS,
@@ -179,7 +189,7 @@ def run_boundary_annotations(run_filter: str) -> list[Json]:
         "target": {"type": "tags", "tags": ["infergauge"], "matchAny": True, "limit": 100},
     }
     return [
-        prom("Run start (Prometheus)", "loadgen_run_start_timestamp_seconds", "green", "start"),
-        prom("Run end (Prometheus)", "loadgen_run_end_timestamp_seconds", "red", "end"),
+        prom("Run start (Prometheus)", start_expr, "green", "start"),
+        prom("Run end (Prometheus)", end_expr, "red", "end"),
         api,
     ]

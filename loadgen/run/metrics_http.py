@@ -4,7 +4,8 @@ A run marks its end with `loadgen_run_end_timestamp_seconds > 0`; Prometheus tel
 one that vanished (`LoadgenRunVanished`) only if one scrape saw that mark. So `MetricsServer.stop`
 waits, when someone has been scraping, for one response written after the end was marked (bounded by
 twice the scrape interval seen + 1 s, the shipped 5 s interval assumed after a single scrape, at most
-`MAX_FINAL_WAIT_S`); without scrapes it does not wait.
+`MAX_FINAL_WAIT_S`); without scrapes it does not wait. A partial scrape (`?name[]=...`: a `--workers`
+coordinator's progress poll) counts as a scrape but never as the one that saw the end.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
+from urllib.parse import parse_qs
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
@@ -59,7 +61,9 @@ class ScrapeWatch:
         """`app`, noting each response it serves."""
 
         def watched(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-            shows_end = self.ended  # read before the registry is collected
+            # read before the registry is collected; a partial scrape (`?name[]=...`, a --workers
+            # coordinator's progress poll) does not show the whole end
+            shows_end = self.ended and "name[]" not in parse_qs(environ.get("QUERY_STRING", ""))
             self.times = [*self.times[-2:], time.monotonic()]
 
             def sent() -> None:

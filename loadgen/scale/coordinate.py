@@ -19,17 +19,19 @@ from loadgen.config import ConfigError, RunConfig
 from loadgen.run.metrics_http import MetricsServer, ScrapeWatch
 from loadgen.run.metrics_sum import WorkerScrapes
 from loadgen.run.progress import Counts, Progress
+from loadgen.scale.pinning import CorePlan, pin, usable_cores
 from loadgen.workload.shard import ShardPlan
 
 Outcome = tuple[int, int, str]  # (worker index, exit code, run folder or error line)
 TICK_S = 0.25
+POLL_S = 1.0  # the progress line's partial polls of the workers (and how soon their end is seen)
 
 
 class Coordinator:
     """Workers' processes, their summed /metrics and the progress line of one run."""
 
-    def __init__(self, config: RunConfig, run_id: str, progress: bool) -> None:
-        self.config, self.run_id = config, run_id
+    def __init__(self, config: RunConfig, run_id: str, progress: bool, cores: CorePlan) -> None:
+        self.config, self.run_id, self.cores = config, run_id, cores
         self.progress = Progress(progress)
         self.scrapes = WorkerScrapes()
         self.watch = ScrapeWatch()
@@ -64,23 +66,31 @@ class Coordinator:
         ctx = multiprocessing.get_context("spawn")
         results: Any = ctx.Queue()
         procs = [
-            ctx.Process(target=main, args=(c, p, results), daemon=True)
-            for c, p in zip(configs, plans, strict=True)
+            ctx.Process(target=main, args=(c, p, results, core), daemon=True)
+            for c, p, core in zip(configs, plans, self.cores.workers, strict=True)
         ]
-        self.scrapes.start([f"http://127.0.0.1:{c.metrics_port}/metrics" for c in configs])
+        self.scrapes.start([f"http://127.0.0.1:{c.metrics_port}/metrics" for c in configs if c.metrics_port])
         with self._forward_signals(procs):
             for proc in procs:
                 proc.start()
+            before = usable_cores()
+            pin(self.cores.coordinator)  # after the start: the workers' own pins are theirs to set
             start = plans[0].start_at.timestamp() if plans and plans[0].start_at else 0.0
-            outcomes = self._wait(procs, results, start)
-        self.scrapes.stop()
+            try:
+                outcomes = self._wait(procs, results, start)
+            finally:
+                pin(before or None)  # the merge and the linger may use every core again
         self.progress.close()
         self.annotate_end()
         return outcomes
 
     def _wait(self, procs: Sequence[Any], results: Any, start: float) -> list[Outcome]:
         outcomes: dict[int, Outcome] = {}
+        polled = 0.0
         while len(outcomes) < len(procs):
+            if time.monotonic() - polled >= POLL_S and self.scrapes.urls:
+                self.scrapes.poll()  # a few samples per worker; a worker seen ended: its final scrape
+                polled = time.monotonic()
             try:
                 got = results.get(timeout=TICK_S)
                 outcomes[got[0]] = got

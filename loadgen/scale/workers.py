@@ -5,7 +5,9 @@ The coordinator owns the run id, the common start, the progress line, the one /m
 schedule (multiprocessing spawn) into a temporary shard folder, and the coordinator merges their
 records with `loadgen merge`'s code. `--max-concurrency C` is split C // N, the first C % N workers
 one more: each worker queues its own requests, so a request can wait for a slot in its worker while
-another worker has one free (the total in flight never exceeds C)."""
+another worker has one free (the total in flight never exceeds C). Each worker runs on its own core,
+and the coordinator on one more when there are enough (loadgen.scale.pinning; the manifest's
+`workers.cores` says which)."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from loadgen.results.rundir import new_run_id
 from loadgen.results.shard_record import read_shard
 from loadgen.run.runner import check_results_dir, embedded_engine
 from loadgen.scale.coordinate import Coordinator
+from loadgen.scale.pinning import CorePlan, pin, plan_cores, usable_cores
 from loadgen.workload.shard import ShardPlan, parse_start_at
 
 START_LEAD_S = 2.0  # spawn, import and preflight before the common start
@@ -55,8 +58,11 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def worker_configs(config: RunConfig, base_url: str | None, workers: int, tmp: Path) -> list[RunConfig]:
-    """Each worker's config: the shared engine, its concurrency share, its own folder and /metrics."""
+def worker_configs(
+    config: RunConfig, base_url: str | None, workers: int, tmp: Path, serve: bool = True
+) -> list[RunConfig]:
+    """Each worker's config: the shared engine, its concurrency share, its own folder, and its own
+    loopback /metrics when `serve` (someone reads it: the coordinator's /metrics or progress line)."""
     shares = concurrency_shares(config.max_concurrency, workers)
     return [
         dataclasses.replace(
@@ -64,7 +70,7 @@ def worker_configs(config: RunConfig, base_url: str | None, workers: int, tmp: P
             base_url=base_url,
             max_concurrency=shares[i],
             results_dir=str(tmp / f"shard-{i}"),
-            metrics_port=free_port(),
+            metrics_port=free_port() if serve else 0,
             metrics_listen_address="127.0.0.1",
             linger_s=0.0,
             grafana_url=None,  # the coordinator's run is the one annotated (not N times)
@@ -73,8 +79,10 @@ def worker_configs(config: RunConfig, base_url: str | None, workers: int, tmp: P
     ]
 
 
-def worker_main(config: RunConfig, plan: ShardPlan, results: Any) -> None:
-    """One worker process: its shard of the run; reports (index, exit code, run folder or error)."""
+def worker_main(config: RunConfig, plan: ShardPlan, results: Any, core: int | None = None) -> None:
+    """One worker process on its core: its shard of the run; reports (index, exit code, run folder
+    or error)."""
+    pin(None if core is None else [core])
     from loadgen.run.runner import run_benchmark_sync
 
     recorded: list[RunResult] = []
@@ -97,14 +105,15 @@ def worker_main(config: RunConfig, plan: ShardPlan, results: Any) -> None:
     results.put((plan.index, result.exit_code, str(result.result_dir)))
 
 
-def coordinator_config(manifest: dict[str, Any], config: RunConfig) -> None:
+def coordinator_config(manifest: dict[str, Any], config: RunConfig, cores: CorePlan) -> None:
     """The merged manifest's config says what the user ran, not worker 0's private settings."""
     section = manifest.get("config")
     if not isinstance(section, dict):
         return
     for key in ("results_dir", "metrics_port", "metrics_listen_address", "linger_s", "max_concurrency"):
         section[key] = getattr(config, key)
-    manifest["workers"] = {"count": manifest.get("shards", {}).get("count"), "start": "spawn"}
+    count = manifest.get("shards", {}).get("count")
+    manifest["workers"] = {"count": count, "start": "spawn", "cores": cores.describe()}
 
 
 def run_workers(
@@ -119,13 +128,15 @@ def run_workers(
         start_at = parse_start_at(params["start_at"])
     run_id = params.get("run_id") or new_run_id()
     tmp = Path(tempfile.mkdtemp(prefix=f".workers-{run_id}-", dir=config.results_dir))
-    coordinator = Coordinator(config, run_id, progress)
+    cores = plan_cores(usable_cores(), workers)
+    coordinator = Coordinator(config, run_id, progress, cores)
     try:
         with embedded_engine(config) as base_url:
-            configs = worker_configs(config, base_url, workers, tmp)
+            serve = bool(config.metrics_port) or progress
+            configs = worker_configs(config, base_url, workers, tmp, serve)
             plans = [ShardPlan(i, workers, start_at, run_id) for i in range(workers)]
             outcomes = coordinator.run(worker_main, configs, plans)
-        result = _record(config, run_id, outcomes)
+        result = _record(config, run_id, outcomes, cores)
     except BaseException:
         if not any(tmp.glob("shard-*/*/manifest.json")):
             shutil.rmtree(tmp, ignore_errors=True)  # nothing measured: nothing half-written left
@@ -138,14 +149,16 @@ def run_workers(
     return result
 
 
-def _record(config: RunConfig, run_id: str, outcomes: list[tuple[int, int, str]]) -> RunResult:
+def _record(
+    config: RunConfig, run_id: str, outcomes: list[tuple[int, int, str]], cores: CorePlan
+) -> RunResult:
     """Merge the workers' records into the run's (ConfigError when no worker wrote one)."""
     dirs = [Path(where) for _, code, where in outcomes if code != 2 and Path(where).is_dir()]
     if not dirs:
         errors = dict.fromkeys(where for _, code, where in outcomes if code == 2)
         raise ConfigError("; ".join(errors) or "no worker wrote a record")
     merged = merge([read_shard(d) for d in dirs])
-    coordinator_config(merged.manifest, config)
+    coordinator_config(merged.manifest, config, cores)
     written = write_merged(config.results_dir, merged, dirs)
     partial = bool(merged.summary["partial"])
     worst = max((code for _, code, _ in outcomes), default=0)

@@ -2,10 +2,11 @@
 `--workers 4`, and as 3 shards (`--shard i/3 --start-at T`, separate processes) merged with
 `loadgen merge`. The same request sequence and schedule, every request once, and merged percentiles
 equal to numpy's over the union of the shards' raw samples; a missing shard makes the merge partial;
-a shard of another run is refused."""
+a shard of another run is refused; a `--workers` worker runs on its own core beside the coordinator's."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -309,3 +310,55 @@ def test_a_workers_run_serves_one_summed_metrics_endpoint(engine: str, tmp_path:
     assert ok == [REQUESTS + 2]  # one series, every request (warm-up included) of both workers
     assert not [k for k in seen if "worker" in k or "shard" in k]
     assert proc.returncode == 0
+
+
+def _allowed_cpus(pid: int) -> str:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return next(
+        line.split(":", 1)[1].strip() for line in status.splitlines() if line.startswith("Cpus_allowed_list")
+    )
+
+
+def _spawned_children(pid: int) -> list[int]:
+    """The coordinator's worker processes (multiprocessing spawn children, not its resource tracker)."""
+    try:
+        kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        return [int(k) for k in kids if b"spawn_main" in Path(f"/proc/{k}/cmdline").read_bytes()]
+    except OSError:  # a process that has just exited
+        return []
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2, reason="needs two cores"
+)
+def test_a_worker_runs_on_its_own_core_beside_the_coordinators(engine: str, tmp_path: Path) -> None:
+    first, second = sorted(os.sched_getaffinity(0))[:2]
+    args = workload(engine, tmp_path, seed=7)
+    args[args.index("60")] = "8"  # 3 s of sending: time to look at the processes
+    cmd = [sys.executable, "-m", "loadgen.cli.main", *args, "--workers", "1"]
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: os.sched_setaffinity(0, {first, second}),
+    )
+    seen: dict[str, str] = {}
+    allowed = ""
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(seen) < 2:
+            workers = _spawned_children(proc.pid)
+            with contextlib.suppress(OSError, StopIteration):
+                allowed = _allowed_cpus(workers[0]) if workers else ""
+            if allowed == str(second):  # the worker pins itself
+                seen = {"worker": _allowed_cpus(workers[0]), "coordinator": _allowed_cpus(proc.pid)}
+                if seen["coordinator"] != str(first):
+                    seen = {}  # the coordinator pins itself just after starting the worker
+            time.sleep(0.05)
+    finally:
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert seen == {"worker": str(second), "coordinator": str(first)}
+    cores = manifest(run_dir(tmp_path))["workers"]["cores"]
+    assert (cores["coordinator"], cores["workers"]) == ([first], [second])

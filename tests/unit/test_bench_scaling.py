@@ -9,6 +9,7 @@ import pytest
 
 from bench.scaling import (
     LAG_LIMIT_MS,
+    PLAIN,
     RATES,
     SUSTAINED_SHARE,
     Point,
@@ -31,22 +32,22 @@ def test_too_few_cores_gives_no_grid_unless_small_is_asked() -> None:
     assert plan_grid(4, small=False) is None
     small = plan_grid(2, small=True)
     assert small is not None
-    assert small.workers == (1, 2)
+    assert small.workers == (PLAIN, 1, 2)
 
 
 def test_grid_keeps_workers_plus_servers_within_the_cores() -> None:
     for cores in (8, 12, 16, 32):
         grid = plan_grid(cores, small=False)
         assert grid is not None
-        assert all(w + grid.servers <= cores for w in grid.workers)
+        assert all(w + 1 + grid.servers <= cores for w in grid.workers)  # + 1: the coordinator's core
     sixteen = plan_grid(16, small=False)
     assert sixteen is not None
-    assert sixteen.workers == (1, 2, 4, 8)
-    assert sixteen.servers == 8
-    eight = plan_grid(8, small=False)  # 8 workers would leave no core for a server
+    assert sixteen.workers == (PLAIN, 1, 2, 4, 8)
+    assert sixteen.servers == 7
+    eight = plan_grid(8, small=False)  # 8 workers would leave no core for the coordinator or a server
     assert eight is not None
-    assert eight.workers == (1, 2, 4)
-    assert eight.servers == 4
+    assert eight.workers == (PLAIN, 1, 2, 4)
+    assert eight.servers == 3
     many = plan_grid(64, small=False)
     assert many is not None
     assert many.servers == 8
@@ -85,6 +86,14 @@ def test_ceiling_lines_give_the_ratio_and_flag_a_busy_server() -> None:
     assert "server may be the limit" in lines[1]
     assert "server may be" not in lines[0]
     assert "at least" not in lines[1]  # 2000 was asked (by 1 worker): 1000 is not the grid's top
+
+
+def test_ceilings_are_read_against_the_plain_runs() -> None:
+    lines = ceiling_lines([_point(PLAIN, 400), _point(PLAIN, 800, lag=LAG_LIMIT_MS * 2), _point(1, 400)])
+    lines += ceiling_lines([_point(PLAIN, 400), _point(2, 800)])[1:]
+    assert lines[0].startswith("ceiling, plain run: 400 req/s")
+    assert "1.00x the plain-run ceiling" in lines[1]  # 1 worker: 400 / 400
+    assert "2.00x the plain-run ceiling" in lines[2]  # 2 workers: 800 / 400
 
 
 def test_a_ceiling_at_the_grids_top_rate_is_a_lower_bound() -> None:
