@@ -297,6 +297,18 @@ def stream_grid(grid: Grid, cpus: Sequence[int], usable: Sequence[int]) -> None:
             )
 
 
+def smt_line(cores: int, root: str = "/sys/devices/system/cpu") -> str:
+    """Which CPUs share a physical core (SMT siblings): two workers on siblings are not two cores."""
+    groups: set[str] = set()
+    for cpu in range(cores):
+        try:
+            groups.add(Path(f"{root}/cpu{cpu}/topology/thread_siblings_list").read_text().strip())
+        except OSError:
+            return "CPU topology unknown (no /sys topology)"
+    shared = sorted(g for g in groups if "," in g or "-" in g)
+    return f"SMT siblings {' '.join(shared)}" if shared else "no SMT: every CPU is its own core"
+
+
 def main() -> None:
     """Print the scaling tables and ceilings (a many-core host; SCALING_GRID=small for a tiny grid)."""
     cores = os.cpu_count() or 1
@@ -317,6 +329,7 @@ def main() -> None:
     seconds = float(os.environ.get("BENCH_SECONDS", "5"))
     cpus = [c % cores for c in range(cores - grid.servers, cores)]  # small grid on 1 core: shared
     print(f"scaling: {grid.label}; {seconds:g} s per rate point; servers share port SO_REUSEPORT")
+    print(f"scaling: {smt_line(cores)}")
     usable = [c for c in range(cores) if c not in cpus] or list(range(cores))  # small grid: shared
     points = rate_grid(grid, cpus, usable, seconds)
     for line in ceiling_lines(points):

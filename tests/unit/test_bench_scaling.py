@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bench import scaling
 from bench.scaling import (
     LAG_LIMIT_MS,
     PLAIN,
@@ -140,3 +142,15 @@ def test_ingest_rates_from_the_servers_stamps_and_the_clients_lines() -> None:
     # server: 5 tokens over 1.0 s; client: 5 tokens over 0.5 s
     assert ingest_rates(lines, truth) == (5.0, 10.0)
     assert all(math.isnan(v) for v in ingest_rates([], truth))
+
+
+def test_the_smt_line_names_cpus_that_share_a_core(tmp_path: Path) -> None:
+    for cpu, siblings in enumerate(["0,2", "1,3", "0,2", "1,3"]):
+        topo = tmp_path / f"cpu{cpu}" / "topology"
+        topo.mkdir(parents=True)
+        (topo / "thread_siblings_list").write_text(siblings + "\n")
+    assert scaling.smt_line(4, str(tmp_path)) == "SMT siblings 0,2 1,3"
+    for cpu in range(4):
+        (tmp_path / f"cpu{cpu}" / "topology" / "thread_siblings_list").write_text(f"{cpu}\n")
+    assert scaling.smt_line(4, str(tmp_path)) == "no SMT: every CPU is its own core"
+    assert "unknown" in scaling.smt_line(5, str(tmp_path))
