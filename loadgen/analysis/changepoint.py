@@ -16,7 +16,9 @@ The test, in log space (shifts are relative), for each candidate `i` among the l
   is not guessed from a handful of runs);
 - runs after `i` are clipped to the level +- `CLIP_AFTER` noise units, so one wild run moves the mean
   by a bounded amount, and compared with the level by a one-sided pooled two-sample t-test
-  (`scipy.stats.ttest_ind_from_stats`), in the direction asked (worse, or better): p < `alpha`;
+  (`scipy.stats.ttest_ind_from_stats`), in the direction asked: p < `alpha` for worse, and
+  p < `improvement_alpha` (stricter) for better: an improvement is never alarmed on, but a false one
+  would restart the regime just before a real regression and hide it;
 - without the most extreme run after `i`, the same test must still give p < `loo_alpha` and the
   median of the rest must sit at least `min_shift` noise units beyond the level: a single outlier,
   however large, is not a change, nor does one run at a new level carry earlier ones;
@@ -44,7 +46,8 @@ CLIP_AFTER = 5.0  # runs after a candidate move the comparison by at most this m
 class DetectorSettings:
     """Knobs of the check; the defaults are the ones `make bench` measures."""
 
-    alpha: float = 0.004  # one-sided p-value a confirmed change must beat
+    alpha: float = 0.004  # one-sided p-value a confirmed regression must beat
+    improvement_alpha: float = 0.001  # and an improvement (not alarmed; a false one restarts the regime)
     suspect_alpha: float = 0.001  # p-value of the newest run alone, for a suspected change
     min_before: int = 8  # runs of the first regime needed before a change can be placed
     min_regime: int = 4  # runs of a later regime (its noise pooled with the earlier ones') needed
@@ -53,7 +56,7 @@ class DetectorSettings:
     max_after: int = 6  # candidates lie at most this many runs back from the newest
     min_relative: float = 0.01  # smaller shifts (|after/before - 1|) are not reported
     loo_alpha: float = 0.05  # without its most extreme run, the rest must still differ at this level
-    min_shift: float = 1.5  # median after vs the level before, in noise units, at least
+    min_shift: float = 1.2  # median after vs the level before, in noise units, at least
     noise_floor: float = 0.002  # smallest noise (relative) assumed, for near-constant series
 
 
@@ -166,14 +169,14 @@ def _p_values(
     return _t_test(rows, worse_up), p_loo, np.array(shifts)
 
 
-def _best_split(regime: _Regime, end: int, worse_up: bool) -> tuple[int, float] | None:
-    """(index, p) of the most significant candidate in the regime up to `end`, or None."""
+def _best_split(regime: _Regime, end: int, worse_up: bool, alpha: float) -> tuple[int, float] | None:
+    """(index, p) of the most significant candidate in the regime up to `end` (p < alpha), or None."""
     s = regime.settings
     splits = list(range(max(regime.start + regime.need, end - s.max_after), end - s.min_after + 1))
     if not splits:
         return None
     p, p_loo, shift = _p_values(regime, splits, end, worse_up)
-    ok = (p < s.alpha) & (p_loo < s.loo_alpha) & (shift >= s.min_shift)
+    ok = (p < alpha) & (p_loo < s.loo_alpha) & (shift >= s.min_shift)
     if not ok.any():
         return None
     best = int(np.argmin(np.where(ok, p, np.inf)))
@@ -204,7 +207,8 @@ def _scan(
     for end in range(settings.min_before + settings.min_after, len(values) + 1):
         for worse in (True, False):
             worse_up = worse != higher_is_better  # latency: worse is up; throughput: worse is down
-            found = _best_split(regime, end, worse_up)
+            alpha = settings.alpha if worse else settings.improvement_alpha
+            found = _best_split(regime, end, worse_up, alpha)
             if found is None:
                 continue
             change = _change(

@@ -122,3 +122,13 @@ def test_the_noise_of_a_short_regime_pools_the_earlier_residuals() -> None:
     assert alone.scale < 0.005
     assert pooled.scale == pytest.approx(0.02, rel=0.3)
     assert pooled.center == pytest.approx(np.log(0.046), abs=1e-3)
+
+
+def test_an_improvement_needs_improvement_alpha_a_regression_alpha() -> None:
+    base = noisy(20, 0.040, 0.02, 19)
+    better = base + noisy(6, 0.036, 0.02, 20)  # 10% faster from run 20
+    worse = base + noisy(6, 0.044, 0.02, 20)  # the mirror: 10% slower
+    strict = DetectorSettings(improvement_alpha=1e-12)
+    assert [c.index for c in confirmed(better, higher_is_better=False)] == [20]
+    assert confirmed(better, higher_is_better=False, settings=strict) == []
+    assert [c.index for c in confirmed(worse, higher_is_better=False, settings=strict)] == [20]
