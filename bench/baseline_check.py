@@ -7,6 +7,7 @@ is (placed index, the newest run when it was raised). Figures, per detector:
   - recall within 3 and 5 runs: share of series with a step where an alarm placed within 2 runs of the
     step was raised by the 3rd (5th) run at the new level;
   - exact placement: share of those found (within 5) placed at the first run of the new level.
+    Its ceiling from run values alone (both levels known, the likeliest split) is printed beside it.
 Detectors: infergauge (loadgen/analysis/changepoint.py, confirmed changes only), "previous +10%"
 (a run 10% worse than the one before), "median-5 +10%" (10% worse than the median of the 5 before),
 and Apache Otava 0.8.0 at several p-value thresholds, in its own virtual environment (it pins numpy,
