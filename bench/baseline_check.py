@@ -7,6 +7,7 @@ is (placed index, the newest run when it was raised). Figures, per detector:
   - recall within 3 and 5 runs: share of series with a step where an alarm placed within 2 runs of the
     step was raised by the 3rd (5th) run at the new level;
   - exact placement: share of those found (within 5) placed at the first run of the new level.
+    Its ceiling from run values alone (both levels known, the likeliest split) is printed beside it.
 Detectors: infergauge (loadgen/analysis/changepoint.py, confirmed changes only), "previous +10%"
 (a run 10% worse than the one before), "median-5 +10%" (10% worse than the median of the 5 before),
 and Apache Otava 0.8.0 at several p-value thresholds, in its own virtual environment (it pins numpy,
@@ -18,6 +19,7 @@ Sizes: BASELINE_SERIES series per (noise, step) cell (default 60), seeded: the s
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import statistics
@@ -148,6 +150,21 @@ def run_otava(python: Path, histories: list[History], max_pvalue: float) -> list
     return [[(int(i), int(d)) for i, d in series] for series in json.loads(done.stdout)]
 
 
+def placed_by_oracle(h: History, base: float = 0.05) -> bool:
+    """Knowing both levels, is the likeliest split within 2 runs of the step the step?
+    (an upper bound on exact placement from run values alone: a run next to the step that reads
+    nearer the other level is misplaced by any detector)."""
+    if h.step_at is None:
+        return False
+    at, low, high = h.step_at, math.log(base), math.log(base * (1 + h.step))
+    logs = [math.log(v) for v in h.values[at - 3 : at + 3]]  # runs at-3 .. at+2
+
+    def error(k: int) -> float:  # split k runs after at-3: runs before it at the low level
+        return sum((x - (low if i < k else high)) ** 2 for i, x in enumerate(logs))
+
+    return min(range(1, 6), key=error) == 3
+
+
 def row(name: str, s: Score) -> str:
     return (
         f"{name:<24} {s.false_alarms_per_100:9.2f} {100 * s.recall3:9.0f}% {100 * s.recall5:9.0f}% "
@@ -209,6 +226,8 @@ def target_table(per_cell: int) -> None:
             f"{name:<24} {s5.false_alarms_per_100:9.2f} {100 * s5.recall3:8.0f}% {100 * s5.recall5:8.0f}% "
             f"{100 * s10.recall3:8.0f}% {100 * exact:8.0f}%"
         )
+    ceiling = statistics.fmean(placed_by_oracle(h) for h in five + ten)
+    print(f"exact placement ceiling (both levels known, every stepped series): {ceiling:.0%}")
 
 
 def main() -> None:

@@ -39,8 +39,10 @@ def write_suite(
         # the step is 15%; a loaded machine drifts ~5% between runs: a strict threshold for a 12-run history
         "check": {
             "min_before": 5,
+            "min_regime": 5,
             "min_relative": 0.08,
             "alpha": 0.0005,
+            "improvement_alpha": 0.0005,
             "loo_alpha": 1.0,
             "min_shift": 0.01,
         },

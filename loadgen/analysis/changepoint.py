@@ -7,15 +7,21 @@ change starts a new regime. So checking a whole stored history gives the changes
 have raised, at the run it would have raised them (`Change.detected_at`).
 
 The test, in log space (shifts are relative), for each candidate `i` among the last `max_after` runs:
-- the regime before `i` is summarised robustly: median, and the normal-consistent median absolute
-  deviation (`scipy.stats.median_abs_deviation(scale="normal")`) as its noise;
-- runs before `i` are clipped to median +- 3 noise units, runs after it to +- 5, so one wild run moves
-  a mean by a bounded amount;
-- the runs after `i` are compared with those before by a one-sided pooled two-sample t-test
-  (`scipy.stats.ttest_ind_from_stats`), in the direction asked (worse, or better): p < `alpha`;
+- the regime before `i` (at most `max_before` runs) gives the level: runs further than `OUTLIER`
+  normal-consistent MADs (`scipy.stats.median_abs_deviation`) from its median are left out, the mean
+  of the rest is the level, and their standard deviation the noise. The noise is the series', not
+  the regime's: after a change, the residuals of the earlier regime(s) are pooled with the new one's,
+  so a new regime needs only `min_regime` runs (not `min_before`) before the next change can be placed
+  (a false change no longer blinds the check for `min_before` runs, and the noise of a short regime
+  is not guessed from a handful of runs);
+- runs after `i` are clipped to the level +- `CLIP_AFTER` noise units, so one wild run moves the mean
+  by a bounded amount, and compared with the level by a one-sided pooled two-sample t-test
+  (`scipy.stats.ttest_ind_from_stats`), in the direction asked: p < `alpha` for worse, and
+  p < `improvement_alpha` (stricter) for better: an improvement is never alarmed on, but a false one
+  would restart the regime just before a real regression and hide it;
 - without the most extreme run after `i`, the same test must still give p < `loo_alpha` and the
-  median of the rest must sit at least `min_shift` noise units beyond the median before: a single
-  outlier, however large, is not a change, nor does one run at a new level carry earlier ones;
+  median of the rest must sit at least `min_shift` noise units beyond the level: a single outlier,
+  however large, is not a change, nor does one run at a new level carry earlier ones;
 - a change needs at least `min_after` runs after it (default 2): the newest run alone that looks worse
   is only *suspected* (a re-run settles it), and becomes *confirmed* when the next run agrees.
 The candidate with the smallest p-value passing all three is where the change is placed: the first run
@@ -27,28 +33,30 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import stats
 
-CLIP_BEFORE = 3.0  # the regime before a candidate is clipped to median +- this many noise units
-CLIP_AFTER = 5.0  # runs after it move the comparison by at most this many noise units each
+OUTLIER = 4.0  # runs further than this many MADs from the regime's median are left out of its level
+CLIP_AFTER = 5.0  # runs after a candidate move the comparison by at most this many noise units each
 
 
 @dataclass(frozen=True)
 class DetectorSettings:
     """Knobs of the check; the defaults are the ones `make bench` measures."""
 
-    alpha: float = 0.003  # one-sided p-value a confirmed change must beat
+    alpha: float = 0.004  # one-sided p-value a confirmed regression must beat
+    improvement_alpha: float = 0.001  # and an improvement (not alarmed; a false one restarts the regime)
     suspect_alpha: float = 0.001  # p-value of the newest run alone, for a suspected change
-    min_before: int = 8  # runs of the current regime needed before a change can be placed
+    min_before: int = 8  # runs of the first regime needed before a change can be placed
+    min_regime: int = 4  # runs of a later regime (its noise pooled with the earlier ones') needed
     max_before: int = 30  # at most this many runs before a candidate are compared
     min_after: int = 2  # runs after a change needed to confirm it
     max_after: int = 6  # candidates lie at most this many runs back from the newest
     min_relative: float = 0.01  # smaller shifts (|after/before - 1|) are not reported
     loo_alpha: float = 0.05  # without its most extreme run, the rest must still differ at this level
-    min_shift: float = 1.5  # median after vs median before, in noise units, at least
+    min_shift: float = 1.2  # median after vs the level before, in noise units, at least
     noise_floor: float = 0.002  # smallest noise (relative) assumed, for near-constant series
 
 
@@ -70,16 +78,34 @@ class Change:
         return self.after_median / self.before_median - 1 if self.before_median else math.inf
 
 
-def _segment_stats(
-    before: np.ndarray, after: np.ndarray, floor: float, clip_after: float = CLIP_AFTER
-) -> tuple[float, ...]:
-    """(mean, std, n) of the clipped after- and before-segments (log values)."""
-    center = float(np.median(before))
-    scale = max(float(stats.median_abs_deviation(before, scale="normal")), floor)
-    b = np.clip(before, center - CLIP_BEFORE * scale, center + CLIP_BEFORE * scale)
-    a = np.clip(after, center - clip_after * scale, center + clip_after * scale)
+@dataclass(frozen=True)
+class Level:
+    """The regime before a candidate (log values): its level, the series' noise, runs averaged."""
+
+    center: float
+    scale: float
+    n: int
+
+
+def regime_level(before: np.ndarray, prior: np.ndarray, floor: float) -> Level:
+    """Level of `before`: the mean of its runs within OUTLIER MADs of its median; noise: the standard
+    deviation of the residuals kept, `before`'s (about its median) pooled with the earlier regimes'
+    `prior` ones."""
+    median = float(np.median(before))
+    residuals = np.concatenate([prior, before - median])
+    mad = max(float(stats.median_abs_deviation(residuals, scale="normal")), floor)
+    kept = residuals[np.abs(residuals) <= OUTLIER * mad]
+    scale = max(float(np.std(kept, ddof=1)), floor) if len(kept) > 1 else mad
+    level = before[np.abs(before - median) <= OUTLIER * mad]
+    level = level if len(level) else before
+    return Level(float(level.mean()), scale, len(level))
+
+
+def _row(level: Level, after: np.ndarray, clip_after: float) -> tuple[float, ...]:
+    """(mean, std, n) of the clipped runs after a candidate, then (center, scale, n) of the level."""
+    a = np.clip(after, level.center - clip_after * level.scale, level.center + clip_after * level.scale)
     std_a = float(np.std(a, ddof=1)) if len(a) > 1 else 0.0
-    return float(a.mean()), std_a, len(a), float(b.mean()), float(np.std(b, ddof=1)), len(b)
+    return float(a.mean()), std_a, len(a), level.center, level.scale, level.n
 
 
 def _t_test(rows: list[tuple[float, ...]], worse_up: bool) -> np.ndarray:
@@ -93,35 +119,64 @@ def _t_test(rows: list[tuple[float, ...]], worse_up: bool) -> np.ndarray:
     return np.where(np.isfinite(p), p, 1.0)
 
 
+@dataclass
+class _Regime:
+    """The current regime of a scan: where it starts, the earlier regimes' residuals, levels so far."""
+
+    logs: np.ndarray
+    settings: DetectorSettings
+    start: int = 0
+    prior: np.ndarray = field(default_factory=lambda: np.empty(0))
+    levels: dict[int, Level] = field(default_factory=dict)
+
+    @property
+    def need(self) -> int:
+        """Runs of this regime needed before a change: fewer once the noise is known from earlier ones."""
+        s = self.settings
+        return s.min_regime if len(self.prior) >= s.min_before else s.min_before
+
+    def level(self, split: int) -> Level:
+        """The level of the (at most max_before) runs of this regime before `split` (cached)."""
+        if split not in self.levels:
+            before = self.logs[max(self.start, split - self.settings.max_before) : split]
+            self.levels[split] = regime_level(before, self.prior, self.settings.noise_floor)
+        return self.levels[split]
+
+    def restart(self, at: int) -> None:
+        """A change at `at`: its runs' residuals join the noise, and a new regime begins."""
+        old = self.logs[max(self.start, at - self.settings.max_before) : at]
+        self.prior = np.concatenate([self.prior, old - np.median(old)])[-self.settings.max_before :]
+        self.start, self.levels = at, {}
+
+
 def _p_values(
-    logs: np.ndarray, starts: list[int], splits: list[int], end: int, worse_up: bool, floor: float
+    regime: _Regime, splits: list[int], end: int, worse_up: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per split: the p-value that logs[split:end] sit on the worse side of logs[start:split], and the
-    same without the most extreme run after the split (1.0 when only one run is after it)."""
+    """Per split: the p-value that logs[split:end] sit on the worse side of the level before it, the
+    same without the most extreme run after the split (1.0 when only one run is after it), and the
+    shift of the rest's median in noise units."""
     rows, loo_rows, has_loo, shifts = [], [], [], []
-    for start, split in zip(starts, splits, strict=True):
-        before, after = logs[start:split], logs[split:end]
-        rows.append(_segment_stats(before, after, floor))
+    for split in splits:
+        level, after = regime.level(split), regime.logs[split:end]
+        rows.append(_row(level, after, CLIP_AFTER))
         rest = np.delete(after, int(np.argmax(after) if worse_up else np.argmin(after)))
-        scale = max(float(stats.median_abs_deviation(before, scale="normal")), floor)
-        shift = (float(np.median(rest if len(rest) else after)) - float(np.median(before))) / scale
+        rest = rest if len(rest) else after
+        shift = (float(np.median(rest)) - level.center) / level.scale
         shifts.append(shift if worse_up else -shift)
-        has_loo.append(len(rest) > 0)
-        loo_rows.append(_segment_stats(before, rest if len(rest) else after, floor))
+        has_loo.append(len(after) > 1)
+        loo_rows.append(_row(level, rest, CLIP_AFTER))
     p_loo = np.where(has_loo, _t_test(loo_rows, worse_up), 1.0)
     return _t_test(rows, worse_up), p_loo, np.array(shifts)
 
 
-def _best_split(
-    logs: np.ndarray, start: int, end: int, worse_up: bool, settings: DetectorSettings, min_after: int
-) -> tuple[int, float] | None:
-    """(index, p) of the most significant candidate in the regime [start, end), or None."""
-    splits = list(range(max(start + settings.min_before, end - settings.max_after), end - min_after + 1))
+def _best_split(regime: _Regime, end: int, worse_up: bool, alpha: float) -> tuple[int, float] | None:
+    """(index, p) of the most significant candidate in the regime up to `end` (p < alpha), or None."""
+    s = regime.settings
+    splits = list(range(max(regime.start + regime.need, end - s.max_after), end - s.min_after + 1))
     if not splits:
         return None
-    starts = [max(start, split - settings.max_before) for split in splits]
-    p, p_loo, shift = _p_values(logs, starts, splits, end, worse_up, settings.noise_floor)
-    ok = (p < settings.alpha) & (p_loo < settings.loo_alpha) & (shift >= settings.min_shift)
+    p, p_loo, shift = _p_values(regime, splits, end, worse_up)
+    ok = (p < alpha) & (p_loo < s.loo_alpha) & (shift >= s.min_shift)
     if not ok.any():
         return None
     best = int(np.argmin(np.where(ok, p, np.inf)))
@@ -144,24 +199,39 @@ def _change(
 
 
 def _scan(
-    values: np.ndarray, higher_is_better: bool, settings: DetectorSettings, upto: int, start: int
-) -> tuple[list[Change], int]:
-    """Confirmed changes checking after each run up to `upto`; (changes, start of the last regime)."""
-    logs = np.log(values)
+    values: np.ndarray, higher_is_better: bool, settings: DetectorSettings
+) -> tuple[list[Change], _Regime]:
+    """Confirmed changes checking after each run; (changes, the last regime)."""
+    regime = _Regime(np.log(values), settings)
     changes: list[Change] = []
-    for end in range(start + settings.min_before + settings.min_after, upto + 1):
+    for end in range(settings.min_before + settings.min_after, len(values) + 1):
         for worse in (True, False):
             worse_up = worse != higher_is_better  # latency: worse is up; throughput: worse is down
-            found = _best_split(logs, start, end, worse_up, settings, settings.min_after)
+            alpha = settings.alpha if worse else settings.improvement_alpha
+            found = _best_split(regime, end, worse_up, alpha)
             if found is None:
                 continue
-            change = _change(values, start, found[0], end, found[1], worse, "confirmed", settings.max_before)
+            change = _change(
+                values, regime.start, found[0], end, found[1], worse, "confirmed", settings.max_before
+            )
             if abs(change.relative) < settings.min_relative:
                 continue
             changes.append(change)
-            start = found[0]
+            regime.restart(found[0])
             break
-    return changes, start
+    return changes, regime
+
+
+def _suspected(values: np.ndarray, regime: _Regime, higher_is_better: bool) -> Change | None:
+    """The newest run alone on the worse side of the level before it (p < suspect_alpha), or None."""
+    s, end = regime.settings, len(values)
+    if end - regime.start <= regime.need:
+        return None
+    worse_up = not higher_is_better
+    row = _row(regime.level(end - 1), regime.logs[end - 1 :], np.inf)
+    p = float(_t_test([row], worse_up)[0])
+    change = _change(values, regime.start, end - 1, end, p, True, "suspected", s.max_before)
+    return change if p < s.suspect_alpha and abs(change.relative) >= s.min_relative else None
 
 
 def detect(
@@ -170,27 +240,15 @@ def detect(
     """Every confirmed change in `series` (oldest first), then a suspected one at the newest run.
 
     Non-positive or non-finite values (a failed run's missing figure) are left out of the test; the
-    indexes returned are those of `series`.
+    indexes returned are those of `series`. A lone better run is not worth a suspicion.
     """
     settings = settings or DetectorSettings()
     kept = [i for i, v in enumerate(series) if isinstance(v, int | float) and math.isfinite(v) and v > 0]
     values = np.array([float(series[i]) for i in kept])
-    changes, start = _scan(values, higher_is_better, settings, len(values), 0)
-    end = len(values)
-    covered = bool(changes) and changes[-1].index >= end - settings.max_after
-    if not covered and end - start > settings.min_before:
-        logs = np.log(values)
-        for worse in (True, False):
-            if not worse:
-                continue  # a lone better run is not worth a suspicion
-            worse_up = worse != higher_is_better
-            before = logs[max(start, end - 1 - settings.max_before) : end - 1]
-            row = _segment_stats(before, logs[end - 1 :], settings.noise_floor, clip_after=np.inf)
-            p = float(_t_test([row], worse_up)[0])
-            change = _change(values, start, end - 1, end, p, worse, "suspected", settings.max_before)
-            if p < settings.suspect_alpha and abs(change.relative) >= settings.min_relative:
-                changes.append(change)
-    return [_reindex(c, kept) for c in changes]
+    changes, regime = _scan(values, higher_is_better, settings)
+    covered = bool(changes) and changes[-1].index >= len(values) - settings.max_after
+    suspect = None if covered else _suspected(values, regime, higher_is_better)
+    return [_reindex(c, kept) for c in [*changes, *([suspect] if suspect else [])]]
 
 
 def _reindex(change: Change, kept: list[int]) -> Change:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import random
+from typing import Any
 
+import numpy as np
 import pytest
 
-from loadgen.analysis.changepoint import DetectorSettings, detect
+from loadgen.analysis.changepoint import DetectorSettings, detect, regime_level
 
 
 def noisy(n: int, level: float, cv: float, seed: int) -> list[float]:
@@ -14,7 +16,7 @@ def noisy(n: int, level: float, cv: float, seed: int) -> list[float]:
     return [level * (1 + rng.gauss(0, cv)) for _ in range(n)]
 
 
-def confirmed(series: list[float], **kw: bool) -> list:
+def confirmed(series: list[float], **kw: Any) -> list:
     return [c for c in detect(series, **kw) if c.status == "confirmed"]
 
 
@@ -80,3 +82,53 @@ def test_a_second_change_is_measured_against_the_new_level() -> None:
     series = noisy(20, 0.040, 0.02, 11) + noisy(15, 0.048, 0.02, 12) + noisy(10, 0.040, 0.02, 13)
     changes = confirmed(series, higher_is_better=False)
     assert [(c.index, c.worse) for c in changes] == [(20, True), (35, False)]
+
+
+def test_a_change_soon_after_another_is_found_with_the_earlier_regimes_noise() -> None:
+    # runs 20-25 at +15%, then +30% from run 26: the second regime has only 6 runs (< min_before 8),
+    # so its level comes from those 6 and its noise from them pooled with the first regime's residuals
+    series = noisy(20, 0.040, 0.02, 14) + noisy(6, 0.046, 0.02, 15) + noisy(6, 0.052, 0.02, 16)
+    settings = DetectorSettings()
+    assert settings.min_regime < 6 < settings.min_before
+    changes = confirmed(series, higher_is_better=False)
+    assert [(c.index, c.worse) for c in changes] == [(20, True), (26, True)]
+    assert changes[1].detected_at <= 28  # raised by the third run at the newest level
+
+
+def test_a_new_regime_needs_min_regime_runs_before_its_next_change() -> None:
+    series = noisy(20, 0.040, 0.02, 14) + noisy(6, 0.046, 0.02, 15) + noisy(6, 0.052, 0.02, 16)
+    strict = DetectorSettings(min_regime=8)  # as before: a new regime waited min_before runs
+    indexes = [c.index for c in confirmed(series, higher_is_better=False, settings=strict)]
+    assert indexes[0] == 20
+    assert all(i >= 28 for i in indexes[1:])  # the step at 26 cannot be placed where it is
+
+
+def test_an_outlier_is_left_out_of_the_level_and_the_noise() -> None:
+    logs = np.log(noisy(20, 0.040, 0.02, 17))
+    with_outlier = logs.copy()
+    with_outlier[7] += np.log(1.40)  # one run 40% slower
+    clean, level = regime_level(logs, np.empty(0), 0.002), regime_level(with_outlier, np.empty(0), 0.002)
+    assert level.n == clean.n - 1
+    assert level.scale == pytest.approx(clean.scale, rel=0.15)
+    assert level.scale < 0.5 * float(np.std(with_outlier, ddof=1))  # a plain std would count it
+    assert 0.015 < level.scale < 0.03  # the 2% noise, in log units
+
+
+def test_the_noise_of_a_short_regime_pools_the_earlier_residuals() -> None:
+    rng = np.random.default_rng(18)
+    prior = rng.normal(0.0, 0.02, 30)  # residuals of the earlier regime: 2% noise
+    short = np.log(0.046) + np.array([0.001, -0.001, 0.0005, -0.0005])  # 4 runs that happen to agree
+    alone, pooled = regime_level(short, np.empty(0), 0.002), regime_level(short, prior, 0.002)
+    assert alone.scale < 0.005
+    assert pooled.scale == pytest.approx(0.02, rel=0.3)
+    assert pooled.center == pytest.approx(np.log(0.046), abs=1e-3)
+
+
+def test_an_improvement_needs_improvement_alpha_a_regression_alpha() -> None:
+    base = noisy(20, 0.040, 0.02, 19)
+    better = base + noisy(6, 0.036, 0.02, 20)  # 10% faster from run 20
+    worse = base + noisy(6, 0.044, 0.02, 20)  # the mirror: 10% slower
+    strict = DetectorSettings(improvement_alpha=1e-12)
+    assert [c.index for c in confirmed(better, higher_is_better=False)] == [20]
+    assert confirmed(better, higher_is_better=False, settings=strict) == []
+    assert [c.index for c in confirmed(worse, higher_is_better=False, settings=strict)] == [20]
