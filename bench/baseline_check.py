@@ -8,7 +8,9 @@ is (placed index, the newest run when it was raised). Figures, per detector:
     step was raised by the 3rd (5th) run at the new level;
   - exact placement: share of those found (within 5) placed at the first run of the new level.
     Its ceiling from run values alone (both levels known, the likeliest split) is printed beside it.
-Detectors: infergauge (loadgen/analysis/changepoint.py, confirmed changes only), "previous +10%"
+Detectors: infergauge (loadgen/analysis/changepoint.py, confirmed changes only), "infergauge +
+manifest" (the same alarms placed as `baseline check` places them, at the one environment change within
+two runs, on histories whose step starts at an environment change among unrelated ones), "previous +10%"
 (a run 10% worse than the one before), "median-5 +10%" (10% worse than the median of the 5 before),
 and Apache Otava 0.8.0 at several p-value thresholds, in its own virtual environment (it pins numpy,
 so it is never a dependency of this project; BENCH_OTAVA=0 skips it, and without network to install
@@ -34,6 +36,7 @@ from pathlib import Path
 
 from bench.histories import History, history
 from loadgen.analysis.changepoint import detect
+from loadgen.baseline.check import snapped
 
 CVS = (0.02, 0.03, 0.04, 0.06, 0.10)
 STEPS = (0.03, 0.05, 0.10, 0.20)
@@ -41,6 +44,9 @@ TARGET_CVS = (0.02, 0.03, 0.04)  # the noise the issue's targets are stated at
 OTAVA = "apache-otava==0.8.0"
 OTAVA_PVALUES = (0.001, 0.0001, 0.00001)  # 0.001 is Otava's default
 Alarm = tuple[int, int]  # (index placed, detected at)
+# "infergauge + manifest": each step starts at a recorded environment change (the upgrade that caused
+# it), and unrelated ones (a driver, a flag that moves nothing) start at this share of the runs
+ENV_CHANGE_RATE = 0.05
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,26 @@ def score(histories: list[History], alarms: list[list[Alarm]]) -> Score:
         exact=sum(exact) / len(exact) if exact else float("nan"),
         found=len(exact),
     )
+
+
+def environment_changes(h: History, i: int) -> frozenset[int]:
+    """The runs of history `i` that start a changed environment: its step's run and unrelated ones at
+    ENV_CHANGE_RATE (seeded per history, apart from the values' generator)."""
+    rng = random.Random(f"env:{i}")
+    out = {j for j in range(1, len(h.values)) if rng.random() < ENV_CHANGE_RATE}
+    if h.step_at is not None:
+        out.add(h.step_at)
+    return frozenset(out)
+
+
+def with_manifest(histories: list[History], alarms: list[list[Alarm]]) -> list[list[Alarm]]:
+    """The check's alarms placed as `baseline check` places them: at the one environment change within
+    two runs, when there is exactly one (loadgen.baseline.check.snapped)."""
+    out = []
+    for i, (h, found_alarms) in enumerate(zip(histories, alarms, strict=True)):
+        changed = environment_changes(h, i)
+        out.append([(snapped(at, len(h.values), changed.__contains__), when) for at, when in found_alarms])
+    return out
 
 
 def histories_for(cvs: Sequence[float], steps: Sequence[float], per_cell: int, seed: int) -> list[History]:
@@ -201,8 +227,10 @@ def target_table(per_cell: int) -> None:
     five = histories_for(TARGET_CVS, (0.05,), per_cell, seed=12)[len(base) :]
     ten = histories_for(TARGET_CVS, (0.10,), per_cell, seed=13)[len(base) :]
     histories = base + five + ten
+    checked = run_local(infergauge_alarms, histories)
     results: dict[str, list[list[Alarm]]] = {
-        "infergauge": run_local(infergauge_alarms, histories),
+        "infergauge": checked,
+        "infergauge + manifest": with_manifest(histories, checked),
         "previous +10%": run_local(previous_run_alarms, histories),
         "median-5 +10%": run_local(median5_alarms, histories),
     }
@@ -228,6 +256,10 @@ def target_table(per_cell: int) -> None:
         )
     ceiling = statistics.fmean(placed_by_oracle(h) for h in five + ten)
     print(f"exact placement ceiling (both levels known, every stepped series): {ceiling:.0%}")
+    print(
+        "infergauge + manifest: each step at a recorded environment change, unrelated ones at "
+        f"{ENV_CHANGE_RATE:.0%} of runs; a change is placed at the one within 2 runs (as baseline check)"
+    )
 
 
 def main() -> None:

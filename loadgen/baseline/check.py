@@ -10,7 +10,7 @@ reported, never alarmed on.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -116,8 +116,14 @@ def placed(runs: Sequence[StoredRun], index: int) -> int:
     """Where the new level begins: the statistics' index, unless exactly one run within SNAP_RUNS of
     it is the first of a changed environment (an upgrade, a flag): the manifest knows better where a
     shift began than a few noisy runs do."""
-    near = range(max(index - SNAP_RUNS, 1), min(index + SNAP_RUNS, len(runs) - 1) + 1)
-    changed = [j for j in near if environment_changed(runs[j - 1], runs[j])]
+    return snapped(index, len(runs), lambda j: environment_changed(runs[j - 1], runs[j]))
+
+
+def snapped(index: int, n: int, changed_at: Callable[[int], bool]) -> int:
+    """`placed` over any history of `n` runs: `changed_at(j)` says run j is the first of a changed
+    environment (the bench feeds it synthetic histories)."""
+    near = range(max(index - SNAP_RUNS, 1), min(index + SNAP_RUNS, n - 1) + 1)
+    changed = [j for j in near if changed_at(j)]
     return changed[0] if len(changed) == 1 else index
 
 

@@ -6,7 +6,14 @@ import random
 from typing import Any
 
 from loadgen.analysis.changepoint import DetectorSettings
-from loadgen.baseline.check import check_series, environment_changed, gating, placed, regressions
+from loadgen.baseline.check import (
+    check_series,
+    environment_changed,
+    gating,
+    placed,
+    regressions,
+    snapped,
+)
 from loadgen.baseline.history import StoredRun
 from loadgen.baseline.report import console, document, markdown
 
@@ -84,3 +91,11 @@ def test_a_change_found_a_run_late_is_placed_where_the_environment_changed() -> 
     assert placed(steady, 8) == 8
     assert not environment_changed(runs[3], runs[4])
     assert environment_changed(runs[6], runs[7])
+
+
+def test_a_change_is_snapped_only_to_the_one_environment_change_within_two_runs() -> None:
+    assert snapped(8, 12, {7}.__contains__) == 7
+    assert snapped(5, 12, {7}.__contains__) == 7
+    assert snapped(4, 12, {7}.__contains__) == 4  # three runs away: the statistics' index stands
+    assert snapped(8, 12, {7, 9}.__contains__) == 8  # two candidates: the manifest cannot choose
+    assert snapped(11, 12, {12}.__contains__) == 11  # past the last run: never outside the history
