@@ -15,7 +15,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from loadgen.records import RequestRecord
 from loadgen.run.live_metrics import LiveMetrics, RunLabels
 from loadgen.run.metrics_sum import PROGRESS_NAMES, WorkerScrapes, combine, parse_exposition, sample_labels
-from loadgen.scale.pinning import plan_cores
+from loadgen.scale.pinning import physical_first, plan_cores
+
+
+def NO_SMT(cpu: int) -> str | None:  # noqa: N802 - a constant-like topology: every CPU its own core
+    return None
+
 
 LABELS = RunLabels("r", "sim", 'a "quoted" \\ model', "s")
 
@@ -131,12 +136,23 @@ def test_a_partial_poll_is_not_the_scrape_that_saw_the_end() -> None:
 
 
 def test_each_worker_gets_its_own_core_and_the_coordinator_one_more_when_there_are_enough() -> None:
-    plan = plan_cores([4, 5, 6, 7], 3)
+    plan = plan_cores([4, 5, 6, 7], 3, NO_SMT)
     assert plan.coordinator == (4,)
     assert plan.workers == (5, 6, 7)
-    shared = plan_cores([0, 1], 2)  # no core left: the coordinator is not pinned
+    shared = plan_cores([0, 1], 2, NO_SMT)  # no core left: the coordinator is not pinned
     assert shared.coordinator is None
     assert shared.workers == (0, 1)
-    assert plan_cores([0, 1], 3).workers == (0, 1, 0)
-    assert plan_cores([], 2).workers == (None, None)
+    assert plan_cores([0, 1], 3, NO_SMT).workers == (0, 1, 0)
+    assert plan_cores([], 2, NO_SMT).workers == (None, None)
     assert plan.describe()["workers"] == [5, 6, 7]
+
+
+def test_workers_take_one_cpu_per_physical_core_before_a_second_thread() -> None:
+    pairs = {c: f"{c - c % 2},{c - c % 2 + 1}" for c in range(8)}  # siblings 0,1  2,3  4,5  6,7
+    plan = plan_cores(range(8), 4, pairs.get)
+    assert plan.coordinator == (0,)
+    assert plan.workers == (2, 4, 6, 1)  # four physical cores' first threads, then a second thread
+    assert physical_first(range(8), pairs.get) == [0, 2, 4, 6, 1, 3, 5, 7]
+    apart = {c: f"{c % 4},{c % 4 + 4}" for c in range(8)}  # siblings 0,4  1,5 ...: numbering already apart
+    assert physical_first(range(8), apart.get) == [0, 1, 2, 3, 4, 5, 6, 7]
+    assert physical_first([3, 1], NO_SMT) == [1, 3]
