@@ -154,3 +154,33 @@ def test_the_smt_line_names_cpus_that_share_a_core(tmp_path: Path) -> None:
         (tmp_path / f"cpu{cpu}" / "topology" / "thread_siblings_list").write_text(f"{cpu}\n")
     assert scaling.smt_line(4, str(tmp_path)) == "no SMT: every CPU is its own core"
     assert "unknown" in scaling.smt_line(5, str(tmp_path))
+
+
+def test_a_point_not_sustained_is_run_again_before_its_row_stops(monkeypatch: pytest.MonkeyPatch) -> None:
+    class NoServers:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+        def __enter__(self) -> NoServers:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+    # workers 8: 1,000 noisy once then fine; 2,000 fails twice; 3,000 is never run
+    lags = {(8, 1000): [5.0, 0.5], (8, 2000): [5.0, 6.0]}
+    calls: list[tuple[int, int, bool]] = []
+
+    def fake_point(
+        servers: Any, workers: int, rate: int, usable: Any, seconds: float, retry: bool = False
+    ) -> Point:
+        calls.append((workers, rate, retry))
+        lag = lags.get((workers, rate), [0.5, 0.5])[retry]
+        return _point(workers, float(rate), lag=lag)
+
+    monkeypatch.setattr(scaling, "ServerGroup", NoServers)
+    monkeypatch.setattr(scaling, "rate_point", fake_point)
+    grid = scaling.Grid((8,), (1000, 2000, 3000), (64,), 1, "test")
+    points = scaling.rate_grid(grid, [1], [0], 1.0)
+    assert calls == [(8, 1000, False), (8, 1000, True), (8, 2000, False), (8, 2000, True)]
+    assert ceiling(points) == {8: 1000.0}
