@@ -92,7 +92,8 @@ def check_series(
         values = [_value(run.figures.get(metric)) for run in kept]
         changes = detect(values, higher_is_better=watched.higher_is_better, settings=settings)
         for n, change in enumerate(changes):
-            out.append(_finding(suite, series, metric, kept, change, n == len(changes) - 1))
+            last = n == len(changes) - 1
+            out.append(_finding(suite, series, metric, kept, change, last, settings.min_after))
     return out
 
 
@@ -128,15 +129,26 @@ def snapped(index: int, n: int, changed_at: Callable[[int], bool]) -> int:
 
 
 def _finding(
-    suite: str, series: str, metric: str, runs: Sequence[StoredRun], change: Change, last: bool
+    suite: str,
+    series: str,
+    metric: str,
+    runs: Sequence[StoredRun],
+    change: Change,
+    last: bool,
+    min_after: int = 2,
 ) -> Finding:
     index = placed(runs, change.index)
     before, after = runs[max(index - 1, 0)], runs[index]
+    status = change.status
+    if status == "confirmed" and len(runs) - index < min_after:
+        # the manifest placed it later than the statistics did: too few runs at the new level to
+        # confirm it yet (only confirmed changes fail the gate); the next run decides
+        status = "suspected"
     return Finding(
         suite,
         series,
         metric,
-        change.status,
+        status,
         change.worse,
         last,
         change.before_median,

@@ -5,8 +5,9 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from loadgen.analysis.changepoint import DetectorSettings
+from loadgen.analysis.changepoint import Change, DetectorSettings
 from loadgen.baseline.check import (
+    _finding,
     check_series,
     environment_changed,
     gating,
@@ -99,3 +100,24 @@ def test_a_change_is_snapped_only_to_the_one_environment_change_within_two_runs(
     assert snapped(4, 12, {7}.__contains__) == 4  # three runs away: the statistics' index stands
     assert snapped(8, 12, {7, 9}.__contains__) == 8  # two candidates: the manifest cannot choose
     assert snapped(11, 12, {12}.__contains__) == 11  # past the last run: never outside the history
+
+
+def test_a_change_the_manifest_moves_to_the_newest_run_is_only_suspected() -> None:
+    # the statistics confirmed a change at run 9 (runs 9 and 10 high); the version changed at run 10,
+    # the newest: placed there, one run sits at the new level, so it is not confirmed yet
+    runs = _runs(11, 10, 1.15)
+    change = Change(
+        index=9,
+        detected_at=10,
+        before_median=1.0,
+        after_median=1.15,
+        p_value=1e-4,
+        worse=True,
+        status="confirmed",
+    )
+    finding = _finding("s", "s/a@x", "tpot_p99", runs, change, True, min_after=2)
+    assert finding.first_after == runs[10].run_id
+    assert finding.status == "suspected"
+    assert not gating([finding])
+    later = _runs(12, 10, 1.15)  # one run more at the new level: confirmed
+    assert _finding("s", "s/a@x", "tpot_p99", later, change, True, min_after=2).status == "confirmed"
