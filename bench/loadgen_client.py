@@ -194,8 +194,9 @@ class ServerProcess:
         self.proc.join(10)
 
 
-async def _client_run(url: str, out_dir: str, **kw: Any) -> tuple[Any, float, list[dict[str, Any]]]:
-    config = RunConfig(
+def bench_config(url: str, out_dir: str, **kw: Any) -> RunConfig:
+    """A run of the bench against its fast server: 32-token prompts, no linger, no error budget."""
+    return RunConfig(
         target=DEFAULT_PERSONALITY,  # an engine preset: sends ignore_eos, as against vLLM
         base_url=url,
         model="bench",
@@ -206,6 +207,10 @@ async def _client_run(url: str, out_dir: str, **kw: Any) -> tuple[Any, float, li
         max_error_rate=1.0,
         **kw,
     )
+
+
+async def _client_run(url: str, out_dir: str, **kw: Any) -> tuple[Any, float, list[dict[str, Any]]]:
+    config = bench_config(url, out_dir, **kw)
     before = resource.getrusage(resource.RUSAGE_SELF)
     result = await run_benchmark(config, progress=False)
     after = resource.getrusage(resource.RUSAGE_SELF)
@@ -263,15 +268,9 @@ def _memory_child(
     os.sched_setaffinity(0, {CLIENT_CPU})
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    config = RunConfig(
-        target=DEFAULT_PERSONALITY,  # as in _client_run
-        base_url=url,
-        model="bench",
-        metrics_port=0,
-        linger_s=0,
-        results_dir=out_dir,
-        input_len="fixed:32",
-        max_error_rate=1.0,
+    config = bench_config(
+        url,
+        out_dir,
         duration_s=seconds,
         max_concurrency=streams,
         output_len="fixed:256",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .panels import DATASOURCE_UID, DATASOURCE_VAR, DS, GRAFANA_DS, SCHEMA_VERSION, Json
+from .panels import DATASOURCE_UID, DATASOURCE_VAR, DS, GRAFANA_DS, SCHEMA_VERSION, Json, datasource_picker
 
 # SLO thresholds (seconds) the dashboards draw and judge by until a user types others (or passes
 # var-ttft_slo=0.2 in the URL): defaults only, not the run's own --slo.
@@ -16,19 +16,7 @@ SLO_DEFAULTS = (
 def datasource_var() -> Json:
     """The Prometheus datasource picker; its default is the provisioned uid, so provisioning needs no
     edit, and a Grafana without that uid falls back to its default Prometheus."""
-    return {
-        "name": DATASOURCE_VAR,
-        "label": "Prometheus",
-        "type": "datasource",
-        "query": "prometheus",
-        "current": {"selected": True, "text": DATASOURCE_UID, "value": DATASOURCE_UID},
-        "hide": 0,
-        "includeAll": False,
-        "multi": False,
-        "options": [],
-        "refresh": 1,
-        "regex": "",
-    }
+    return datasource_picker(DATASOURCE_VAR, "Prometheus", "prometheus", DATASOURCE_UID)
 
 
 def slo_vars() -> list[Json]:

@@ -266,3 +266,20 @@ def text(title: str, content: str, *, w: int = 24, h: int = 3) -> Json:
 def row(title: str) -> Json:
     """A collapsible row header spanning the dashboard width."""
     return {"type": "row", "title": title, "collapsed": False, "panels": [], "_size": (24, 1)}
+
+
+def datasource_picker(name: str, label: str, kind: str, uid: str) -> Json:
+    """A datasource template variable of type `kind` whose default is the provisioned `uid`."""
+    return {
+        "name": name,
+        "label": label,
+        "type": "datasource",
+        "query": kind,
+        "current": {"selected": True, "text": uid, "value": uid},
+        "hide": 0,
+        "includeAll": False,
+        "multi": False,
+        "options": [],
+        "refresh": 1,
+        "regex": "",
+    }

@@ -4,7 +4,7 @@ provisioned datasource (grafana/provisioning/datasources/postgres.yml)."""
 
 from __future__ import annotations
 
-from .panels import Json
+from .panels import Json, datasource_picker
 
 POSTGRES_TYPE = "grafana-postgresql-datasource"
 POSTGRES_UID = "infergauge-postgres"  # the provisioned datasource: the variable's default
@@ -14,19 +14,7 @@ SQL_DS: dict[str, str] = {"type": POSTGRES_TYPE, "uid": f"${{{POSTGRES_VAR}}}"}
 
 def store_var() -> Json:
     """The PostgreSQL datasource picker (the results store), defaulting to the provisioned uid."""
-    return {
-        "name": POSTGRES_VAR,
-        "label": "Results store",
-        "type": "datasource",
-        "query": POSTGRES_TYPE,
-        "current": {"selected": True, "text": POSTGRES_UID, "value": POSTGRES_UID},
-        "hide": 0,
-        "includeAll": False,
-        "multi": False,
-        "options": [],
-        "refresh": 1,
-        "regex": "",
-    }
+    return datasource_picker(POSTGRES_VAR, "Results store", POSTGRES_TYPE, POSTGRES_UID)
 
 
 def sql_target(sql: str, *, ref: str = "A", fmt: str = "time_series") -> Json:

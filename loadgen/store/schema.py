@@ -213,11 +213,15 @@ def open_changes(d: Dialect) -> str:
     )
 
 
+def _one_change(d: Dialect) -> str:
+    """The WHERE condition naming one change by its key (parameters: the key's columns)."""
+    return " AND ".join(f"{c} = {d.placeholder(c)}" for c in CHANGE_KEY)
+
+
 def close_change(d: Dialect) -> str:
     """Close one change (parameters: the key, `open` false and `closed_at`)."""
     p = d.placeholder
-    where = " AND ".join(f"{c} = {p(c)}" for c in CHANGE_KEY)
-    return f"UPDATE changes SET open = {p('open')}, closed_at = {p('closed_at')} WHERE {where}"
+    return f"UPDATE changes SET open = {p('open')}, closed_at = {p('closed_at')} WHERE {_one_change(d)}"
 
 
 def unannotated_changes(d: Dialect) -> str:
@@ -231,9 +235,7 @@ def unannotated_changes(d: Dialect) -> str:
 
 def set_annotation(d: Dialect) -> str:
     """Record the annotation pushed for one change (parameters: the key and `annotation_id`)."""
-    p = d.placeholder
-    where = " AND ".join(f"{c} = {p(c)}" for c in CHANGE_KEY)
-    return f"UPDATE changes SET annotation_id = {p('annotation_id')} WHERE {where}"
+    return f"UPDATE changes SET annotation_id = {d.placeholder('annotation_id')} WHERE {_one_change(d)}"
 
 
 def select_changes(d: Dialect) -> str:

@@ -10,8 +10,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from loadgen.cli.shard_options import shard_plan, worker_count
 from loadgen.config import ConfigError, RunConfig
-from loadgen.records import RequestRecord
-from loadgen.run.live_metrics import LiveMetrics, RunLabels
+from loadgen.run.live_metrics import RunLabels
 from loadgen.run.metrics_sum import combine
 from loadgen.scale.workers import concurrency_shares
 from loadgen.workload.generator import build_workload, fingerprint
@@ -25,6 +24,7 @@ from loadgen.workload.shard import (
     sequence_fingerprints,
     shard_from_env,
 )
+from tests.metrics_support import observed
 
 
 @pytest.mark.parametrize("count", [1, 3, 4, 7])
@@ -114,13 +114,7 @@ def test_max_concurrency_below_the_workers_is_refused() -> None:
 
 
 def _worker(ttfts: list[float], in_flight: int, ended: float) -> str:
-    metrics = LiveMetrics(RunLabels("r", "sim", "m", "s"), {"seed": "1"})
-    for i, ttft in enumerate(ttfts):
-        record = RequestRecord(i, f"r-{i}", False, 0, 4, 2, sent_ns=1_000, outcome="ok", output_tokens=2)
-        record.first_ns = 1_000 + round(ttft * 1e9)
-        record.last_ns = record.first_ns + 1_000_000
-        record.token_ns = [record.first_ns, record.last_ns]
-        metrics.observe(record, False)
+    metrics = observed(RunLabels("r", "sim", "m", "s"), ttfts)
     metrics.in_flight.set(in_flight)
     metrics.end_ts.set(ended)
     return generate_latest(metrics.registry).decode()

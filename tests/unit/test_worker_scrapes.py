@@ -12,10 +12,10 @@ from collections import Counter
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from loadgen.records import RequestRecord
 from loadgen.run.live_metrics import LiveMetrics, RunLabels
 from loadgen.run.metrics_sum import PROGRESS_NAMES, WorkerScrapes, combine, parse_exposition, sample_labels
 from loadgen.scale.pinning import physical_first, plan_cores
+from tests.metrics_support import observed
 
 
 def NO_SMT(cpu: int) -> str | None:  # noqa: N802 - a constant-like topology: every CPU its own core
@@ -26,13 +26,7 @@ LABELS = RunLabels("r", "sim", 'a "quoted" \\ model', "s")
 
 
 def _metrics(ttfts: list[float], ended: float = 0.0) -> LiveMetrics:
-    metrics = LiveMetrics(LABELS, {"seed": "1"})
-    for i, ttft in enumerate(ttfts):
-        record = RequestRecord(i, f"r-{i}", False, 0, 4, 2, sent_ns=1_000, outcome="ok", output_tokens=2)
-        record.first_ns = 1_000 + round(ttft * 1e9)
-        record.last_ns = record.first_ns + 1_000_000
-        record.token_ns = [record.first_ns, record.last_ns]
-        metrics.observe(record, False)
+    metrics = observed(LABELS, ttfts)
     metrics.end_ts.set(ended)
     return metrics
 
