@@ -23,6 +23,8 @@ from typing import Any
 
 from aiohttp import web
 
+from loadgen.config import RunConfig
+
 SENT: web.AppKey[list[list[int]]] = web.AppKey("sent", list)  # golden replay: write stamps per request
 BEHAVIOURS = ("ok", "http_error", "stall", "disconnect", "malformed", "no_usage", "no_done")
 
@@ -226,3 +228,18 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def loopback_config(base_url: str, tmp_path: Path, **kw: Any) -> RunConfig:
+    """A loadgen run against a test server: openai target, no /metrics port, no linger, results in
+    `tmp_path`, 16-token prompts and 8-token answers; `kw` overrides any of it."""
+    defaults: dict[str, Any] = {
+        "target": "openai",
+        "base_url": base_url,
+        "metrics_port": 0,
+        "linger_s": 0.0,
+        "results_dir": str(tmp_path),
+        "input_len": "fixed:16",
+        "output_len": "fixed:8",
+    }
+    return RunConfig(**{**defaults, **kw})

@@ -17,7 +17,7 @@ from loadgen.run.measure import Run
 from loadgen.run.progress import summary_table
 from loadgen.run.runner import run_benchmark
 from tests.conftest import GOLDEN_SSE_STREAMS
-from tests.loadgen_servers import FakeEngine, golden_body, serve
+from tests.loadgen_servers import FakeEngine, golden_body, loopback_config, serve
 
 pytestmark = pytest.mark.asyncio
 
@@ -25,17 +25,7 @@ FINISHED_AT_ONCE = 200  # requests finishing in one pass of the event loop (a sa
 
 
 def _config(base_url: str, tmp_path: Path, **kw: Any) -> RunConfig:
-    defaults: dict[str, Any] = {
-        "target": "openai",
-        "base_url": base_url,
-        "metrics_port": 0,
-        "linger_s": 0.0,
-        "results_dir": str(tmp_path),
-        "input_len": "fixed:16",
-        "output_len": "fixed:32",
-        "max_error_rate": 1.0,
-    }
-    return RunConfig(**{**defaults, **kw})
+    return loopback_config(base_url, tmp_path, **{"output_len": "fixed:32", "max_error_rate": 1.0, **kw})
 
 
 def _golden_record(index: int, path: Path) -> RequestRecord:

@@ -16,7 +16,7 @@ from loadgen.records import RequestRecord
 from loadgen.run.runner import run_benchmark
 from loadgen.transport.aiohttp_client import finalize, request_headers, send_request
 from loadgen.transport.rawhttp import RawClient
-from tests.loadgen_servers import FakeEngine, free_port, serve
+from tests.loadgen_servers import FakeEngine, free_port, loopback_config, serve
 
 pytestmark = pytest.mark.timeout(90)
 both_clients = pytest.mark.parametrize("http_client", HTTP_CLIENTS)
@@ -57,18 +57,7 @@ async def test_item4_a_broken_open_connection_is_still_disconnect(tmp_path: Path
 
 
 def _config(base_url: str, tmp_path: Path, http_client: str, **kw: Any) -> RunConfig:
-    defaults: dict[str, Any] = {
-        "target": "openai",
-        "base_url": base_url,
-        "metrics_port": 0,
-        "linger_s": 0.0,
-        "results_dir": str(tmp_path),
-        "input_len": "fixed:16",
-        "output_len": "fixed:8",
-        "http_client": http_client,
-        "max_error_rate": 1.0,
-    }
-    return RunConfig(**{**defaults, **kw})
+    return loopback_config(base_url, tmp_path, **{"http_client": http_client, "max_error_rate": 1.0, **kw})
 
 
 @both_clients

@@ -15,28 +15,18 @@ from typing import Any
 import aiohttp
 import pytest
 
-from loadgen.config import HTTP_CLIENTS, RunConfig
+from loadgen.config import HTTP_CLIENTS
 from loadgen.run.measure import MIN_FOR_BUDGET
 from loadgen.run.reach import TargetUnreachable
 from loadgen.run.runner import run_benchmark
 from loadgen.stats import percentile
-from tests.loadgen_servers import FakeEngine, free_port, serve
+from tests.loadgen_servers import FakeEngine, free_port, loopback_config, serve
 
 pytestmark = pytest.mark.timeout(60)
 both_clients = pytest.mark.parametrize("http_client", HTTP_CLIENTS)
 
 
-def _config(base_url: str, tmp_path: Path, **kw: Any) -> RunConfig:
-    defaults: dict[str, Any] = {
-        "target": "openai",
-        "base_url": base_url,
-        "metrics_port": 0,
-        "linger_s": 0.0,
-        "results_dir": str(tmp_path),
-        "input_len": "fixed:16",
-        "output_len": "fixed:8",
-    }
-    return RunConfig(**{**defaults, **kw})
+_config = loopback_config
 
 
 def _lines(result_dir: Path) -> list[dict[str, Any]]:
