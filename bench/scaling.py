@@ -112,6 +112,35 @@ def parse_rates(text: str | None) -> tuple[int, ...]:
     return rates
 
 
+def parse_workers(text: str | None, grid: Grid) -> Grid:
+    """SCALING_WORKERS ("plain,4,8"): only these rows of `grid` (its worker counts; `plain` is the
+    plain run); SCALING_STREAMS ("1000,4000", or "none" for no ingest table) is read by the caller."""
+    if not text:
+        return grid
+    names = {mode_name(w): w for w in grid.workers}
+    asked = [x.strip() for x in text.split(",") if x.strip()]
+    bad = [x for x in asked if x not in names]
+    if bad or not asked:
+        raise ValueError(f"SCALING_WORKERS={text!r}: give rows of this host's grid, from {','.join(names)}")
+    keep = tuple(w for w in grid.workers if mode_name(w) in asked)
+    return Grid(keep, grid.rates, grid.streams, grid.servers, grid.label)
+
+
+def parse_streams(text: str | None, grid: Grid) -> Grid:
+    """SCALING_STREAMS ("1000,4000"; "none": no ingest table): the concurrent-stream counts to run."""
+    if not text:
+        return grid
+    if text.strip() == "none":
+        return Grid(grid.workers, grid.rates, (), grid.servers, grid.label)
+    try:
+        streams = tuple(sorted(int(k) for k in text.split(",")))
+    except ValueError:
+        raise ValueError(f"SCALING_STREAMS={text!r}: give comma-separated stream counts, or none") from None
+    if not streams or streams[0] <= 0:
+        raise ValueError(f"SCALING_STREAMS={text!r}: stream counts must be positive")
+    return Grid(grid.workers, grid.rates, streams, grid.servers, grid.label)
+
+
 def sustained(p: Point) -> bool:
     """Achieved >= 99% of asked and schedule-lag p99 < 2 ms."""
     return p.achieved >= SUSTAINED_SHARE * p.asked and p.lag_p99_ms < LAG_LIMIT_MS
@@ -335,6 +364,12 @@ def main() -> None:
             "(SCALING_GRID=small: a tiny grid)"
         )
         return
+    try:
+        grid = parse_streams(
+            os.environ.get("SCALING_STREAMS"), parse_workers(os.environ.get("SCALING_WORKERS"), grid)
+        )
+    except ValueError as exc:
+        raise SystemExit(f"scaling: {exc}") from None
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     seconds = float(os.environ.get("BENCH_SECONDS", "5"))
@@ -345,7 +380,8 @@ def main() -> None:
     points = rate_grid(grid, cpus, usable, seconds)
     for line in ceiling_lines(points):
         print(line)
-    stream_grid(grid, cpus, usable)
+    if grid.streams:
+        stream_grid(grid, cpus, usable)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@ from bench.scaling import (
     ceiling_lines,
     ingest_rates,
     parse_rates,
+    parse_streams,
+    parse_workers,
     plan_grid,
     serving_span_s,
     token_rate,
@@ -62,6 +64,19 @@ def test_rates_override_parses_and_rejects_bad_values() -> None:
         parse_rates("250,fast")
     with pytest.raises(ValueError, match="'0,100'"):
         parse_rates("0,100")
+
+
+def test_row_and_stream_selectors_keep_only_what_is_asked_and_name_a_bad_value() -> None:
+    grid = plan_grid(16, small=False)
+    assert grid is not None
+    assert parse_workers(None, grid) is grid
+    assert parse_workers("8,plain", grid).workers == (PLAIN, 8)  # the grid's order, not the asked one
+    with pytest.raises(ValueError, match="'4,16'.*plain,1,2,4,8"):
+        parse_workers("4,16", grid)
+    assert parse_streams("none", grid).streams == ()
+    assert parse_streams("4000,1000", grid).streams == (1000, 4000)
+    with pytest.raises(ValueError, match="'many'"):
+        parse_streams("many", grid)
 
 
 def test_ceiling_is_the_highest_rate_sustained_on_both_conditions() -> None:
