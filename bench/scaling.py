@@ -49,6 +49,7 @@ RATES = (500, 1000, 2000, 4000)  # req/s (issue #14); SCALING_RATES overrides
 STREAMS = (1000, 4000, 8000)
 SUSTAINED_SHARE = 0.99  # achieved >= 99% of asked
 LAG_LIMIT_MS = 2.0
+TRIES = 3  # runs of a point before it counts as not sustained: host noise only ever adds lag (below)
 SERVER_BUSY = 0.9  # a server's CPU share above this: the server, not loadgen, may be the limit
 
 
@@ -275,10 +276,13 @@ def run_point(servers: ServerGroup, workers: int | None, args: Sequence[str], co
 
 def rate_grid(grid: Grid, cpus: Sequence[int], usable: Sequence[int], seconds: float) -> list[Point]:
     """Table 1: workers x rate (32 tokens, TTFT 20 ms, 5 ms/token); returns the points for the ceilings.
-    A point not sustained is run once more (one noisy run on a shared host does not end its row; both
-    rows are printed, the second marked `retry`), and a row stops at the first rate failed twice."""
+    A point not sustained is run again, up to TRIES runs in all, and counts as sustained when one run
+    is: a client that cannot keep up builds a backlog in every run, while a stall of the host (a
+    neighbour, the hypervisor) only ever adds lag, so the best run is the client's own figure. Every
+    run is printed (the later ones marked `retry N`), and a row stops at the first rate failed TRIES
+    times."""
     print(
-        "workers   rate  achieved  lag_p99_ms  ttft_err_p99_ms  client_cpu_ms/req  server_cpu%  "
+        "workers   rate  achieved  lag_p50_ms  lag_p99_ms  ttft_err_p99_ms  client_cpu_ms/req  server_cpu%  "
         "req/server  ok"
     )
     points: list[Point] = []
@@ -289,19 +293,21 @@ def rate_grid(grid: Grid, cpus: Sequence[int], usable: Sequence[int], seconds: f
                 print(f"{mode_name(workers):>7}  {rate:>5}  skipped: {failed:g} req/s was not sustained")
                 continue
             point = rate_point(servers, workers, rate, usable, seconds)
-            if not sustained(point):
-                point = rate_point(servers, workers, rate, usable, seconds, retry=True)
+            for retry in range(1, TRIES):
+                if sustained(point):
+                    break
+                point = rate_point(servers, workers, rate, usable, seconds, retry)
             points.append(point)
     return points
 
 
 def rate_point(
-    servers: ServerGroup, workers: int, rate: int, usable: Sequence[int], seconds: float, retry: bool = False
+    servers: ServerGroup, workers: int, rate: int, usable: Sequence[int], seconds: float, retry: int = 0
 ) -> Point:
     """One rate point, its row printed (a failed run is a row with no rate achieved)."""
     n = int(rate * seconds)
     args = ["--rate", str(rate), "--arrival", "constant", "--num-prompts", str(n), "--output-len", "fixed:32"]
-    mark = "  retry" if retry else ""
+    mark = f"  retry {retry}" if retry else ""
     try:
         got = run_point(servers, workers or None, args, client_cores(workers or None, usable))
     except RuntimeError as exc:  # one failed point is a row, not the end of the grid
@@ -309,9 +315,10 @@ def rate_point(
         return Point(workers, float(rate), 0.0, math.inf, 0.0)
     s, errs = got.summary, ttft_errors_ms(got.lines, got.base_ns, got.truth)
     lag_ms = (s["schedule_lag_s"]["p99"] or float("nan")) * 1e3
+    p50_ms = (s["schedule_lag_s"]["p50"] or float("nan")) * 1e3
     point = Point(workers, float(rate), s["achieved_rate"] or 0.0, lag_ms, got.server_busy)
     print(
-        f"{mode_name(workers):>7}  {rate:>5}  {point.achieved:8.1f}  {lag_ms:10.3f}  "
+        f"{mode_name(workers):>7}  {rate:>5}  {point.achieved:8.1f}  {p50_ms:10.3f}  {lag_ms:10.3f}  "
         f"{_p(errs, 99):15.3f}  {got.client_cpu_s * 1e3 / n:17.3f}  {100 * got.server_busy:11.0f}  "
         f"{min(got.split)}-{max(got.split):<5}  {s['requests']['ok']}/{n}{mark}"
     )

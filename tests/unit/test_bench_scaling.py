@@ -182,20 +182,20 @@ def test_a_point_not_sustained_is_run_again_before_its_row_stops(monkeypatch: py
         def __exit__(self, *exc: object) -> None:
             pass
 
-    # workers 8: 1,000 noisy once then fine; 2,000 fails twice; 3,000 is never run
-    lags = {(8, 1000): [5.0, 0.5], (8, 2000): [5.0, 6.0]}
-    calls: list[tuple[int, int, bool]] = []
+    # workers 8: 1,000 noisy twice then fine; 2,000 fails three times; 3,000 is never run
+    lags = {(8, 1000): [5.0, 4.0, 0.5], (8, 2000): [5.0, 6.0, 3.0]}
+    calls: list[tuple[int, int, int]] = []
 
     def fake_point(
-        servers: Any, workers: int, rate: int, usable: Any, seconds: float, retry: bool = False
+        servers: Any, workers: int, rate: int, usable: Any, seconds: float, retry: int = 0
     ) -> Point:
         calls.append((workers, rate, retry))
-        lag = lags.get((workers, rate), [0.5, 0.5])[retry]
+        lag = lags.get((workers, rate), [0.5, 0.5, 0.5])[retry]
         return _point(workers, float(rate), lag=lag)
 
     monkeypatch.setattr(scaling, "ServerGroup", NoServers)
     monkeypatch.setattr(scaling, "rate_point", fake_point)
     grid = scaling.Grid((8,), (1000, 2000, 3000), (64,), 1, "test")
     points = scaling.rate_grid(grid, [1], [0], 1.0)
-    assert calls == [(8, 1000, False), (8, 1000, True), (8, 2000, False), (8, 2000, True)]
+    assert calls == [(8, 1000, 0), (8, 1000, 1), (8, 1000, 2), (8, 2000, 0), (8, 2000, 1), (8, 2000, 2)]
     assert ceiling(points) == {8: 1000.0}
