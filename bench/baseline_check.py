@@ -35,7 +35,7 @@ from multiprocessing import Pool
 from pathlib import Path
 
 from bench.histories import History, history
-from loadgen.analysis.changepoint import detect
+from loadgen.analysis.changepoint import raised
 from loadgen.baseline.check import snapped
 
 CVS = (0.02, 0.03, 0.04, 0.06, 0.10)
@@ -61,9 +61,9 @@ class Score:
 
 
 def infergauge_alarms(values: Sequence[float]) -> list[Alarm]:
-    """Confirmed regressions of the check (the series are latencies: higher is worse)."""
-    changes = detect(values, higher_is_better=False)
-    return [(c.index, c.detected_at) for c in changes if c.status == "confirmed" and c.worse]
+    """Confirmed regressions of the check as a schedule saw them raised, one later revised included
+    (the series are latencies: higher is worse)."""
+    return [(c.index, c.detected_at) for c in raised(values, higher_is_better=False) if c.worse]
 
 
 def previous_run_alarms(values: Sequence[float]) -> list[Alarm]:

@@ -25,12 +25,20 @@ The test, in log space (shifts are relative), for each candidate `i` among the l
 - a change needs at least `min_after` runs after it (default 2): the newest run alone that looks worse
   is only *suspected* (a re-run settles it), and becomes *confirmed* when the next run agrees.
 The candidate with the smallest p-value passing all three is where the change is placed: the first run
-of the new level. The defaults are the ones `make bench` (bench/baseline_check.py) measures against
-seeded synthetic histories, naive rules and Apache Otava.
+of the new level.
+
+A change is *revised* while the regime after it is young (fewer than `revise_within` runs): when no
+candidate passes against that young regime, the candidates after the change are also tested against
+the regime before it, and one that passes there replaces the change (which was placed early, next to a
+run that read high, or was no change at all, and would otherwise leave the next change to be measured
+against a level of one to four runs). `detect` gives the changes as they stand; `raised` gives every
+change as a schedule saw it raised, a revised one included. The defaults are the ones `make bench`
+(bench/baseline_check.py) measures against seeded synthetic histories, naive rules and Apache Otava.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -46,7 +54,7 @@ CLIP_AFTER = 5.0  # runs after a candidate move the comparison by at most this m
 class DetectorSettings:
     """Knobs of the check; the defaults are the ones `make bench` measures."""
 
-    alpha: float = 0.004  # one-sided p-value a confirmed regression must beat
+    alpha: float = 0.006  # one-sided p-value a confirmed regression must beat
     improvement_alpha: float = 0.001  # and an improvement (not alarmed; a false one restarts the regime)
     suspect_alpha: float = 0.001  # p-value of the newest run alone, for a suspected change
     min_before: int = 8  # runs of the first regime needed before a change can be placed
@@ -58,6 +66,8 @@ class DetectorSettings:
     loo_alpha: float = 0.05  # without its most extreme run, the rest must still differ at this level
     min_shift: float = 1.2  # median after vs the level before, in noise units, at least
     noise_floor: float = 0.002  # smallest noise (relative) assumed, for near-constant series
+    revise_within: int = 7  # runs after a change during which a later one found against the regime
+    # before it replaces it (0: never revised)
 
 
 @dataclass(frozen=True)
@@ -198,28 +208,52 @@ def _change(
     )
 
 
-def _scan(
-    values: np.ndarray, higher_is_better: bool, settings: DetectorSettings
-) -> tuple[list[Change], _Regime]:
-    """Confirmed changes checking after each run; (changes, the last regime)."""
-    regime = _Regime(np.log(values), settings)
+@dataclass
+class _Scan:
+    """What a scan found: the changes as they stand, every change as it was raised, the last regime."""
+
+    changes: list[Change]
+    raised: list[Change]
+    regime: _Regime
+
+
+def _revisable(regime: _Regime, previous: _Regime | None, end: int) -> _Regime | None:
+    """The regime before the latest change while the one after it is younger than `revise_within`."""
+    young = end - regime.start < regime.settings.revise_within
+    return previous if previous is not None and young else None
+
+
+def _scan(values: np.ndarray, higher_is_better: bool, settings: DetectorSettings) -> _Scan:
+    """Confirmed changes checking after each run (a young change revised, see the module's text)."""
+    regime, previous = _Regime(np.log(values), settings), None
     changes: list[Change] = []
+    raised: list[Change] = []
     for end in range(settings.min_before + settings.min_after, len(values) + 1):
         for worse in (True, False):
             worse_up = worse != higher_is_better  # latency: worse is up; throughput: worse is down
             alpha = settings.alpha if worse else settings.improvement_alpha
-            found = _best_split(regime, end, worse_up, alpha)
+            base, found = regime, _best_split(regime, end, worse_up, alpha)
+            earlier = _revisable(regime, previous, end) if found is None else None
+            if earlier is not None:
+                found = _best_split(earlier, end, worse_up, alpha)
+                if found is None or found[0] <= changes[-1].index:
+                    continue
+                base = earlier
             if found is None:
                 continue
             change = _change(
-                values, regime.start, found[0], end, found[1], worse, "confirmed", settings.max_before
+                values, base.start, found[0], end, found[1], worse, "confirmed", settings.max_before
             )
             if abs(change.relative) < settings.min_relative:
                 continue
+            if base is not regime:  # the latest change is replaced: the scan resumes from before it
+                changes.pop()
             changes.append(change)
-            regime.restart(found[0])
+            raised.append(change)
+            previous, regime = copy.copy(base), base
+            regime.restart(found[0])  # rebinds the regime's fields: `previous` keeps the earlier ones
             break
-    return changes, regime
+    return _Scan(changes, raised, regime)
 
 
 def _suspected(values: np.ndarray, regime: _Regime, higher_is_better: bool) -> Change | None:
@@ -234,6 +268,12 @@ def _suspected(values: np.ndarray, regime: _Regime, higher_is_better: bool) -> C
     return change if p < s.suspect_alpha and abs(change.relative) >= s.min_relative else None
 
 
+def _kept(series: Sequence[float]) -> list[int]:
+    """Indexes of the usable values: non-positive or non-finite ones (a failed run's missing figure)
+    are left out of the test."""
+    return [i for i, v in enumerate(series) if isinstance(v, int | float) and math.isfinite(v) and v > 0]
+
+
 def detect(
     series: Sequence[float], *, higher_is_better: bool, settings: DetectorSettings | None = None
 ) -> list[Change]:
@@ -243,12 +283,24 @@ def detect(
     indexes returned are those of `series`. A lone better run is not worth a suspicion.
     """
     settings = settings or DetectorSettings()
-    kept = [i for i, v in enumerate(series) if isinstance(v, int | float) and math.isfinite(v) and v > 0]
+    kept = _kept(series)
     values = np.array([float(series[i]) for i in kept])
-    changes, regime = _scan(values, higher_is_better, settings)
+    scan = _scan(values, higher_is_better, settings)
+    changes = scan.changes
     covered = bool(changes) and changes[-1].index >= len(values) - settings.max_after
-    suspect = None if covered else _suspected(values, regime, higher_is_better)
+    suspect = None if covered else _suspected(values, scan.regime, higher_is_better)
     return [_reindex(c, kept) for c in [*changes, *([suspect] if suspect else [])]]
+
+
+def raised(
+    series: Sequence[float], *, higher_is_better: bool, settings: DetectorSettings | None = None
+) -> list[Change]:
+    """Every confirmed change in the order a check after each run raised it, those later revised
+    included (what a schedule alarmed on; `detect` gives the changes as they stand)."""
+    settings = settings or DetectorSettings()
+    kept = _kept(series)
+    values = np.array([float(series[i]) for i in kept])
+    return [_reindex(c, kept) for c in _scan(values, higher_is_better, settings).raised]
 
 
 def _reindex(change: Change, kept: list[int]) -> Change:

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from loadgen.analysis.changepoint import DetectorSettings, detect, regime_level
+from loadgen.analysis.changepoint import DetectorSettings, detect, raised, regime_level
 
 
 def noisy(n: int, level: float, cv: float, seed: int) -> list[float]:
@@ -101,6 +101,31 @@ def test_a_new_regime_needs_min_regime_runs_before_its_next_change() -> None:
     indexes = [c.index for c in confirmed(series, higher_is_better=False, settings=strict)]
     assert indexes[0] == 20
     assert all(i >= 28 for i in indexes[1:])  # the step at 26 cannot be placed where it is
+
+
+# 1% noise; runs 20-21 read 4% low (taken for an improvement), and from run 22 on the engine is 8% slower
+REVISED_NOISE = [0.4, -0.6, 0.9, -0.2, -1.1, 0.5, 0.1, -0.7, 1.2, -0.4, 0.3, -0.9, 0.6, 0.0, -0.3, 0.8, -0.5]
+REVISED_NOISE += [0.2, -1.0, 0.7, 0.3, -0.2, 0.5, -0.6, 0.1, 0.4, -0.3, 0.6, -0.1, 0.2]
+REVISED = [
+    level * (1 + n / 100)
+    for level, n in zip([100.0] * 20 + [95.5, 95.8] + [108.0] * 8, REVISED_NOISE, strict=True)
+]
+
+
+def test_a_young_change_is_revised_by_a_later_one_found_against_the_regime_before_it() -> None:
+    changes = confirmed(REVISED, higher_is_better=False)
+    assert [(c.index, c.detected_at, c.worse) for c in changes] == [(22, 23, True)]  # at its first run
+    assert changes[0].relative == pytest.approx(0.08, abs=0.01)  # against the level before run 20
+    # a schedule saw both: the improvement raised at run 21, then the regression replacing it
+    seen = raised(REVISED, higher_is_better=False)
+    assert [(c.index, c.detected_at, c.worse) for c in seen] == [(20, 21, False), (22, 23, True)]
+
+
+def test_without_revision_a_change_in_a_young_regime_waits_and_is_placed_late() -> None:
+    never = DetectorSettings(revise_within=0)
+    changes = confirmed(REVISED, higher_is_better=False, settings=never)
+    assert [(c.index, c.worse) for c in changes] == [(20, False), (24, True)]  # 2 runs late
+    assert raised(REVISED, higher_is_better=False, settings=never) == changes
 
 
 def test_an_outlier_is_left_out_of_the_level_and_the_noise() -> None:
