@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.reuseport_servers import ServerGroup
+from loadgen.scale.pinning import sysfs_siblings
 from loadgen.stats import percentile
 from loadgen.workload.shard import parse_start_at, perf_base
 
@@ -100,17 +101,20 @@ def mode_name(workers: int) -> str:
     return "plain" if workers == PLAIN else str(workers)
 
 
+def positive_ints(name: str, text: str, hint: str) -> tuple[int, ...]:
+    """`name`=`text` ("250,500"): positive whole numbers, ascending; ValueError naming the bad value."""
+    try:
+        values = tuple(sorted(int(v) for v in text.split(",")))
+    except ValueError:
+        values = ()
+    if not values or values[0] <= 0:
+        raise ValueError(f"{name}={text!r}: give comma-separated positive whole numbers ({hint})")
+    return values
+
+
 def parse_rates(text: str | None) -> tuple[int, ...]:
     """SCALING_RATES ("250,500,1000"): positive req/s, ascending; the issue's rates when unset."""
-    if not text:
-        return RATES
-    try:
-        rates = tuple(sorted(int(r) for r in text.split(",")))
-    except ValueError:
-        raise ValueError(f"SCALING_RATES={text!r}: give comma-separated whole req/s, e.g. 250,500") from None
-    if not rates or rates[0] <= 0:
-        raise ValueError(f"SCALING_RATES={text!r}: rates must be positive")
-    return rates
+    return positive_ints("SCALING_RATES", text, "req/s, e.g. 250,500") if text else RATES
 
 
 def parse_workers(text: str | None, grid: Grid) -> Grid:
@@ -131,14 +135,8 @@ def parse_streams(text: str | None, grid: Grid) -> Grid:
     """SCALING_STREAMS ("1000,4000"; "none": no ingest table): the concurrent-stream counts to run."""
     if not text:
         return grid
-    if text.strip() == "none":
-        return Grid(grid.workers, grid.rates, (), grid.servers, grid.label)
-    try:
-        streams = tuple(sorted(int(k) for k in text.split(",")))
-    except ValueError:
-        raise ValueError(f"SCALING_STREAMS={text!r}: give comma-separated stream counts, or none") from None
-    if not streams or streams[0] <= 0:
-        raise ValueError(f"SCALING_STREAMS={text!r}: stream counts must be positive")
+    none = text.strip() == "none"
+    streams = () if none else positive_ints("SCALING_STREAMS", text, "stream counts, or none")
     return Grid(grid.workers, grid.rates, streams, grid.servers, grid.label)
 
 
@@ -346,12 +344,10 @@ def stream_grid(grid: Grid, cpus: Sequence[int], usable: Sequence[int]) -> None:
 
 def smt_line(cores: int, root: str = "/sys/devices/system/cpu") -> str:
     """Which CPUs share a physical core (SMT siblings): two workers on siblings are not two cores."""
-    groups: set[str] = set()
-    for cpu in range(cores):
-        try:
-            groups.add(Path(f"{root}/cpu{cpu}/topology/thread_siblings_list").read_text().strip())
-        except OSError:
-            return "CPU topology unknown (no /sys topology)"
+    found = [sysfs_siblings(cpu, root) for cpu in range(cores)]
+    if None in found:
+        return "CPU topology unknown (no /sys topology)"
+    groups = {g for g in found if g is not None}
     shared = sorted(g for g in groups if "," in g or "-" in g)
     return f"SMT siblings {' '.join(shared)}" if shared else "no SMT: every CPU is its own core"
 

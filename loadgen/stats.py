@@ -34,7 +34,7 @@ NUMPY_SORT_FROM = 1_000_000  # values: from here `describe_ns` sorts with numpy 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
     """q-th percentile (0-100) of already sorted values, linear interpolation (numpy 'linear')."""
-    if not sorted_values:
+    if len(sorted_values) == 0:  # not `not`: numpy arrays (describe_ns) have no truth value
         raise ValueError("percentile of no values")
     pos = (len(sorted_values) - 1) * q / 100.0
     lo = math.floor(pos)
@@ -90,10 +90,7 @@ def describe_ns(values: array[int]) -> dict[str, float | int | None]:
         "max": int(data[-1]) / NS,
     }
     for q in PERCENTILES:
-        pos = (n - 1) * q / 100.0
-        lo = math.floor(pos)
-        a, b = int(data[lo]), int(data[min(lo + 1, n - 1)])
-        out[f"p{q}"] = (a + (b - a) * (pos - lo)) / NS
+        out[f"p{q}"] = float(percentile(data, q)) / NS
     return out
 
 

@@ -70,16 +70,17 @@ def iter_queries(board: Mapping[str, Any]) -> Iterator[Query]:
     for ann in board.get("annotations", {}).get("list", []):
         if _prometheus(ann):
             yield Query(uid, "annotation", ann["name"], "A", ann["expr"])
-    for panel in _panels(board.get("panels", [])):
+    for panel in walk_panels(board.get("panels", [])):
         for tgt in panel.get("targets", []):
             if _prometheus(tgt):
                 yield Query(uid, "panel", panel["title"], tgt["refId"], tgt["expr"], bool(tgt.get("instant")))
 
 
-def _panels(panels: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+def walk_panels(panels: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Every panel, rows' nested panels included (depth first)."""
     for panel in panels:
         yield panel
-        yield from _panels(panel.get("panels", []))
+        yield from walk_panels(panel.get("panels", []))
 
 
 def grafana_intervals(range_s: float, scrape_s: float, max_points: int = 1000) -> dict[str, str]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from .queries import walk_panels
 from .sql import POSTGRES_TYPE
 from .sqlmacros import Selection, TimeRange, expand
 
@@ -49,12 +50,6 @@ def _is_sql(node: Mapping[str, Any]) -> bool:
     return bool((node.get("datasource") or {}).get("type") == POSTGRES_TYPE)
 
 
-def _panels(panels: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    for panel in panels:
-        yield panel
-        yield from _panels(panel.get("panels", []))
-
-
 def iter_sql_queries(board: Mapping[str, Any]) -> Iterator[SqlQuery]:
     """All SQL queries of one dashboard, variables first (in order), then annotations, then panels."""
     uid = str(board["uid"])
@@ -64,7 +59,7 @@ def iter_sql_queries(board: Mapping[str, Any]) -> Iterator[SqlQuery]:
     for ann in board.get("annotations", {}).get("list", []):
         if _is_sql(ann):
             yield SqlQuery(uid, "annotation", ann["name"], "Anno", ann["target"]["rawSql"], "annotation")
-    for panel in _panels(board.get("panels", [])):
+    for panel in walk_panels(board.get("panels", [])):
         for tgt in panel.get("targets", []):
             if _is_sql(tgt):
                 yield SqlQuery(uid, "panel", panel["title"], tgt["refId"], tgt["rawSql"], tgt["format"])

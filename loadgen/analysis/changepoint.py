@@ -268,10 +268,11 @@ def _suspected(values: np.ndarray, regime: _Regime, higher_is_better: bool) -> C
     return change if p < s.suspect_alpha and abs(change.relative) >= s.min_relative else None
 
 
-def _kept(series: Sequence[float]) -> list[int]:
-    """Indexes of the usable values: non-positive or non-finite ones (a failed run's missing figure)
-    are left out of the test."""
-    return [i for i, v in enumerate(series) if isinstance(v, int | float) and math.isfinite(v) and v > 0]
+def _usable(series: Sequence[float]) -> tuple[list[int], np.ndarray]:
+    """The indexes of the usable values and those values: non-positive or non-finite ones (a failed
+    run's missing figure) are left out of the test."""
+    kept = [i for i, v in enumerate(series) if isinstance(v, int | float) and math.isfinite(v) and v > 0]
+    return kept, np.array([float(series[i]) for i in kept])
 
 
 def detect(
@@ -283,8 +284,7 @@ def detect(
     indexes returned are those of `series`. A lone better run is not worth a suspicion.
     """
     settings = settings or DetectorSettings()
-    kept = _kept(series)
-    values = np.array([float(series[i]) for i in kept])
+    kept, values = _usable(series)
     scan = _scan(values, higher_is_better, settings)
     changes = scan.changes
     covered = bool(changes) and changes[-1].index >= len(values) - settings.max_after
@@ -298,8 +298,7 @@ def raised(
     """Every confirmed change in the order a check after each run raised it, those later revised
     included (what a schedule alarmed on; `detect` gives the changes as they stand)."""
     settings = settings or DetectorSettings()
-    kept = _kept(series)
-    values = np.array([float(series[i]) for i in kept])
+    kept, values = _usable(series)
     return [_reindex(c, kept) for c in _scan(values, higher_is_better, settings).raised]
 
 
