@@ -36,3 +36,13 @@ def write_all(directory: Path = DASHBOARD_DIR) -> list[Path]:
         path.write_text(render(builder), encoding="utf-8")
         written.append(path)
     return written
+
+
+def drifted(directory: Path = DASHBOARD_DIR) -> list[Path]:
+    """The dashboard files that are missing or differ from what `write_all` would write (nothing written)."""
+    stale = []
+    for name, builder in BUILDERS.items():
+        path = directory / name
+        if not path.is_file() or path.read_text(encoding="utf-8") != render(builder):
+            stale.append(path)
+    return stale
