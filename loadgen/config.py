@@ -16,7 +16,10 @@ from urllib.parse import urlsplit
 import yaml
 
 from infergauge.engines import ENGINES
+from infergauge.redact import redact_url
 from loadgen.workload.distributions import SpecError, parse_length
+
+NO_EXPORTER = "none"  # --exporter-url none: attach no exporter (its facts are recorded as missing)
 
 # `--target`: every real engine of the registry (their presets), any OpenAI server, the embedded sim
 TARGET_NAMES = (*(name for name, spec in ENGINES.items() if not spec.plays), "openai", "sim")
@@ -68,7 +71,7 @@ class RunConfig:
     results_dir: str = "results"
     scenario: str | None = None
     experiment_id: str | None = None
-    exporter_url: str | None = None
+    exporter_url: str | None = None  # None: try the default exporter; NO_EXPORTER: attach none
     sim_args: tuple[str, ...] = ()
     grafana_url: str | None = None
     grafana_token: str | None = field(default=None, repr=False)
@@ -171,6 +174,12 @@ def _validate_combinations(config: RunConfig) -> None:
         raise ConfigError("target 'openai' needs --base-url (e.g. http://127.0.0.1:8000)")
     if config.base_url:
         _check_base_url(config.base_url)
+    exporter = config.exporter_url
+    if exporter and exporter != NO_EXPORTER and not exporter.startswith(("http://", "https://")):
+        raise ConfigError(
+            f"invalid exporter_url {redact_url(exporter)!r}: "
+            f"must start with http:// or https:// (or be '{NO_EXPORTER}')"
+        )
     if config.resolved_workload == "jsonl" and not config.dataset:
         raise ConfigError("workload 'jsonl' needs --dataset FILE.jsonl")
     if config.resolved_workload == "random" and config.endpoint == "chat":

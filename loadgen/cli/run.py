@@ -170,7 +170,9 @@ def _raise_fd_limit() -> None:
 @click.option("--results-dir", help="Where results/<run_id>/ go (default results).")
 @click.option("--scenario", help="Scenario label (default <workload>-<profile>).")
 @click.option("--experiment-id", help="Experiment this run belongs to.")
-@click.option("--exporter-url", help="infergauge exporter (default: try http://127.0.0.1:9402).")
+@click.option(
+    "--exporter-url", help="infergauge exporter (default: try http://127.0.0.1:9402; none: attach none)."
+)
 @click.option("--grafana-url", help="Annotate the run in Grafana (or GRAFANA_URL; token from GRAFANA_TOKEN).")
 @store_option
 @click.option("--json", "json_output", is_flag=True, help="Print the summary as JSON instead of the table.")
