@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,14 @@ from loadgen.workload.distributions import SpecError, parse_length
 NO_EXPORTER = "none"  # --exporter-url none: attach no exporter (its facts are recorded as missing)
 
 # `--target`: every real engine of the registry (their presets), any OpenAI server, the embedded sim
-TARGET_NAMES = (*(name for name, spec in ENGINES.items() if not spec.plays), "openai", "sim")
+
+
+def target_names() -> tuple[str, ...]:
+    """The valid `--target` names, read from the engine registry now: every engine that is not a
+    simulator (registry order), then `openai` (any server at --base-url) and `sim` (embedded)."""
+    return (*(name for name, spec in ENGINES.items() if not spec.plays), "openai", "sim")
+
+
 ENDPOINTS = ("completions", "chat")
 WORKLOADS = ("random", "random-text", "shared-prefix", "jsonl")
 ARRIVALS = ("poisson", "constant", "gamma")
@@ -131,7 +138,7 @@ class RunConfig:
         return out
 
 
-def _choice(name: str, value: str | None, choices: tuple[str, ...]) -> None:
+def _choice(name: str, value: str | None, choices: Sequence[str]) -> None:
     if value is not None and value not in choices:
         raise ConfigError(f"invalid {name} {value!r}; choose from {', '.join(choices)}")
 
@@ -147,7 +154,7 @@ def _positive(name: str, value: float | None, *, allow_zero: bool = False) -> No
 
 def validate(config: RunConfig) -> None:
     """Raise ConfigError for the first invalid field; called on construction."""
-    _choice("target", config.target, TARGET_NAMES)
+    _choice("target", config.target, target_names())
     _choice("endpoint", config.endpoint, ENDPOINTS)
     _choice("workload", config.workload, WORKLOADS)
     _choice("arrival", config.arrival, ARRIVALS)

@@ -12,10 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from infergauge.engines import sglang, simengine, vllm
+from infergauge.engines import llamacpp, sglang, simengine, vllm
 from infergauge.engines.base import MISSING, EngineSpec, Marker, dig
 
-ENGINES: dict[str, EngineSpec] = {spec.name: spec for spec in (vllm.SPEC, sglang.SPEC, simengine.SPEC)}
+ENGINES: dict[str, EngineSpec] = {
+    spec.name: spec for spec in (vllm.SPEC, sglang.SPEC, llamacpp.SPEC, simengine.SPEC)
+}
 
 
 class UnknownEngine(ValueError):

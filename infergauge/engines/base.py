@@ -181,6 +181,13 @@ class EngineSpec:
     # (hit role, queried role): counters of prompt tokens found in / looked up in the prefix cache
     cache_counters: tuple[str, str] | None = None
     plays: tuple[str, ...] = ()  # a simulator: the engines it can answer as (no target preset of its own)
+    display_name: str = ""  # how people write its name ("vLLM", "llama.cpp"); the name when empty
+    ignore_eos: bool = True  # its completions honour `ignore_eos` (exact output lengths)
+
+    @property
+    def title(self) -> str:
+        """The engine's name as people write it."""
+        return self.display_name or self.name
 
     def metric(self, role: str) -> str | None:
         """This engine's metric for a role (METRIC_ROLES), None when it has none."""

@@ -52,6 +52,7 @@ METRICS = {
 }
 
 SPEC = EngineSpec(
+    display_name="SGLang",
     name="sglang",
     package="sglang",
     default_port=30000,

@@ -73,6 +73,7 @@ METRICS = {
 }
 
 SPEC = EngineSpec(
+    display_name="vLLM",
     name="vllm",
     package="vllm",
     default_port=8000,

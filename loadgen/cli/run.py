@@ -27,7 +27,6 @@ from loadgen.config import (
     ENDPOINTS,
     HTTP_CLIENTS,
     PROFILES,
-    TARGET_NAMES,
     WORKLOADS,
     ConfigError,
     RunConfig,
@@ -37,9 +36,25 @@ from loadgen.config import (
     parse_rate,
     parse_slo,
     resolve,
+    target_names,
 )
 from loadgen.records import RunResult
 from loadgen.store.url import StoreURL, StoreURLError, parse_store
+
+
+class TargetChoice(click.Choice):
+    """`--target`'s choices, read from the engine registry at each use (a registered engine counts)."""
+
+    def __init__(self) -> None:
+        super().__init__(target_names())
+
+    @property  # type: ignore[override]
+    def choices(self) -> tuple[str, ...]:
+        return target_names()
+
+    @choices.setter
+    def choices(self, _value: object) -> None:  # click's __init__ assigns it; the registry decides
+        pass
 
 
 class OneLineErrors(click.Command):
@@ -133,9 +148,7 @@ def _raise_fd_limit() -> None:
 @click.option(
     "--config", type=click.Path(dir_okay=False), help="run.yaml with RunConfig fields (flags override)."
 )
-@click.option(
-    "--target", type=click.Choice(TARGET_NAMES), help="Engine preset (default sim: embedded simulator)."
-)
+@click.option("--target", type=TargetChoice(), help="Engine preset (default sim: embedded simulator).")
 @click.option("--base-url", help="Server URL (vllm :8000, sglang :30000 by default; required for openai).")
 @click.option("--model", help="Model name (default: the first of /v1/models).")
 @click.option("--endpoint", type=click.Choice(ENDPOINTS), help="completions (default) or chat.")
