@@ -20,6 +20,7 @@ can know:
 from __future__ import annotations
 
 from infergauge.engines.base import AUTO, EngineSpec, Marker, ServerInfo, Value, flag
+from infergauge.engines.metrics import counter, gauge
 
 FLAGS = {
     # slots = requests decoded together; -1 (its default) = auto, which the server makes 4
@@ -43,18 +44,19 @@ BOOL_FLAGS = frozenset(
     | {"--no-webui", "--embedding", "--embeddings", "--reranking", "--context-shift"}
 )
 METRICS = {
-    "running": "llamacpp:requests_processing",
-    "waiting": "llamacpp:requests_deferred",
-    "prompt_tokens": "llamacpp:prompt_tokens_total",
-    "generation_tokens": "llamacpp:tokens_predicted_total",
-    "cached_tokens": "llamacpp:prompt_tokens_cached_total",
-    "prompt_seconds": "llamacpp:prompt_seconds_total",
-    "generation_seconds": "llamacpp:tokens_predicted_seconds_total",
-    "decode_calls": "llamacpp:n_decode_total",
-    "busy_slots_per_decode": "llamacpp:n_busy_slots_per_decode",
-    "prompt_throughput": "llamacpp:prompt_tokens_seconds",
-    "gen_throughput": "llamacpp:predicted_tokens_seconds",
-    "max_sequence_tokens": "llamacpp:n_tokens_max",
+    "running": gauge("llamacpp:requests_processing", "requests"),
+    "waiting": gauge("llamacpp:requests_deferred", "requests", "Deferred requests"),
+    # prompt tokens it computed: the ones reused from its prompt cache are counted apart
+    "prompt_tokens": counter("llamacpp:prompt_tokens_total", "tokens", "Prompt tokens computed"),
+    "generation_tokens": counter("llamacpp:tokens_predicted_total", "tokens"),
+    "cached_tokens": counter("llamacpp:prompt_tokens_cached_total", "tokens"),
+    "prompt_seconds": counter("llamacpp:prompt_seconds_total", "seconds", "Prompt processing time"),
+    "generation_seconds": counter("llamacpp:tokens_predicted_seconds_total", "seconds", "Generation time"),
+    "decode_calls": counter("llamacpp:n_decode_total", "", "llama_decode() calls"),
+    "busy_slots_per_decode": gauge("llamacpp:n_busy_slots_per_decode", "", "Busy slots per decode"),
+    "prompt_throughput": gauge("llamacpp:prompt_tokens_seconds", "tokens/s", "Prompt throughput (gauge)"),
+    "gen_throughput": gauge("llamacpp:predicted_tokens_seconds", "tokens/s", "Generation throughput (gauge)"),
+    "max_sequence_tokens": gauge("llamacpp:n_tokens_max", "tokens", "Longest sequence seen"),
 }
 
 SPEC = EngineSpec(
@@ -81,4 +83,5 @@ SPEC = EngineSpec(
     readiness_timeout_s=1.0,
     startup_timeout_s=300.0,
     metrics=METRICS,
+    model_label=None,  # its metrics carry no labels at all
 )

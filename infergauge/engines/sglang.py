@@ -8,6 +8,7 @@ Metric names are the ones in the golden capture (tests/fixtures/golden/sglang-0.
 from __future__ import annotations
 
 from infergauge.engines.base import AUTO, EngineSpec, Marker, ServerInfo, Switch, Value, flag
+from infergauge.engines.metrics import counter, gauge, histogram
 from infergauge.engines.vllm import DEFAULTS as VLLM_DEFAULTS
 
 FLAGS = {
@@ -32,23 +33,30 @@ BOOL_FLAGS = frozenset(
     | {"--skip-server-warmup", "--disable-radix-cache"}
 )
 METRICS = {
-    "running": "sglang:num_running_reqs",
-    "waiting": "sglang:num_queue_reqs",
-    "kv_usage": "sglang:token_usage",
-    "preemptions": "sglang:num_retracted_reqs",
-    "prompt_tokens": "sglang:prompt_tokens_total",
-    "generation_tokens": "sglang:generation_tokens_total",
-    "ttft": "sglang:time_to_first_token_seconds",
-    "itl": "sglang:inter_token_latency_seconds",
-    "e2e": "sglang:e2e_request_latency_seconds",
-    "queue_time": "sglang:queue_time_seconds",
-    "cached_tokens": "sglang:cached_tokens_total",
-    "cache_hit_rate": "sglang:cache_hit_rate",
-    "kv_used_tokens": "sglang:kv_used_tokens",
-    "kv_capacity_tokens": "sglang:max_total_num_tokens",
-    "requests": "sglang:num_requests_total",
-    "aborted": "sglang:num_aborted_requests_total",
-    "gen_throughput": "sglang:gen_throughput",
+    "running": gauge("sglang:num_running_reqs", "requests"),
+    "waiting": gauge("sglang:num_queue_reqs", "requests", "Queued requests"),
+    "kv_usage": gauge("sglang:token_usage", "ratio", "KV-cache (token pool) usage"),
+    "preemptions": gauge(
+        "sglang:num_retracted_reqs",
+        "requests",
+        "Retracted requests",
+        "Requests retracted for lack of KV space (SGLang's preemption).",
+    ),
+    "prompt_tokens": counter("sglang:prompt_tokens_total", "tokens"),
+    "generation_tokens": counter("sglang:generation_tokens_total", "tokens"),
+    "ttft": histogram("sglang:time_to_first_token_seconds"),
+    "itl": histogram("sglang:inter_token_latency_seconds"),
+    "e2e": histogram("sglang:e2e_request_latency_seconds"),
+    "queue_time": histogram("sglang:queue_time_seconds"),
+    "cached_tokens": counter("sglang:cached_tokens_total", "tokens"),
+    "cache_hit_rate": gauge("sglang:cache_hit_rate", "ratio", "Prefix (radix) cache hit rate"),
+    "kv_used_tokens": gauge("sglang:kv_used_tokens", "tokens", "KV tokens used"),
+    "kv_capacity_tokens": gauge("sglang:max_total_num_tokens", "tokens", "KV token capacity"),
+    "requests": counter("sglang:num_requests_total", "requests", "Requests"),
+    "aborted": counter("sglang:num_aborted_requests_total", "requests", "Aborted requests"),
+    "gen_throughput": gauge(
+        "sglang:gen_throughput", "tokens/s", "Generation throughput (its gauge)"
+    ),
 }
 
 SPEC = EngineSpec(

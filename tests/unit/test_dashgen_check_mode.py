@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -23,7 +24,7 @@ def test_dashgen_check_passes_on_the_committed_dashboards(capsys: pytest.Capture
 def test_dashgen_check_exits_1_on_drift_and_writes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    write_all(tmp_path)
+    write_all(tmp_path, prometheus=None)
     assert drifted(tmp_path) == []
     edited = tmp_path / "run-live.json"
     edited.write_text(edited.read_text(encoding="utf-8").replace('"title"', '"tit1e"', 1), encoding="utf-8")
@@ -36,4 +37,15 @@ def test_dashgen_check_exits_1_on_drift_and_writes_nothing(
     assert "gpu-host.json: differs" in out
     assert edited.read_text(encoding="utf-8") == before  # nothing rewritten
     assert not (tmp_path / "gpu-host.json").exists()
-    assert len(BUILDERS) == 6
+    assert "run-live.json" in BUILDERS
+
+
+def test_dashgen_check_sees_a_hand_edited_engine_rule_file(tmp_path: Path) -> None:
+    prometheus = tmp_path / "prometheus"
+    shutil.copytree(REPO / "prometheus", prometheus)
+    boards = tmp_path / "dashboards"
+    write_all(boards, prometheus)
+    assert drifted(boards, prometheus) == []
+    rules = prometheus / "rules" / "engines.yml"
+    rules.write_text(rules.read_text(encoding="utf-8").replace("> 0.95", "> 0.99"), encoding="utf-8")
+    assert drifted(boards, prometheus) == [rules]

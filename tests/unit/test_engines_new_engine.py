@@ -11,6 +11,7 @@ from exporter.engine_http import facts_from_bodies
 from exporter.engines import EngineInspector
 from infergauge import engines
 from infergauge.engines.base import EngineSpec, Marker, ServerInfo, flag
+from infergauge.engines.metrics import gauge, histogram
 from loadgen.analysis.diff import manifest_differences
 from loadgen.results.manifest import engine_section
 from loadgen.targets.preset import metadata_from_bodies
@@ -37,7 +38,7 @@ TOY = EngineSpec(
     metadata_paths=("/toy/info", "/v1/models"),
     server_info=ServerInfo(paths=("/toy/info",), version_key="toy_version"),
     flush_path="/toy/flush",
-    metrics={"running": "toy_running_requests", "ttft": "toy_ttft_seconds"},
+    metrics={"running": gauge("toy_running_requests", "requests"), "ttft": histogram("toy_ttft_seconds")},
 )
 # ---- end of the description ----
 
