@@ -72,9 +72,7 @@ ROLES: dict[str, Role] = {
     "preemptions": Role(("counter", "gauge"), "requests", "Preemptions", "engine:preemptions"),
     "prompt_tokens": Role(("counter",), "tokens", "Prompt tokens", "engine:prompt_tokens"),
     "generation_tokens": Role(("counter",), "tokens", "Generation tokens", "engine:generation_tokens"),
-    "cached_tokens": Role(
-        ("counter",), "tokens", "Cached prompt tokens", "engine:cached_prompt_tokens"
-    ),
+    "cached_tokens": Role(("counter",), "tokens", "Cached prompt tokens", "engine:cached_prompt_tokens"),
     "prefix_cache_hits": Role(("counter",), "tokens", "Prefix-cache hits"),
     "prefix_cache_queries": Role(("counter",), "tokens", "Prefix-cache queries"),
     "ttft": Role(("histogram",), "seconds", "TTFT", "engine:time_to_first_token_seconds"),

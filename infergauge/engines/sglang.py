@@ -54,9 +54,7 @@ METRICS = {
     "kv_capacity_tokens": gauge("sglang:max_total_num_tokens", "tokens", "KV token capacity"),
     "requests": counter("sglang:num_requests_total", "requests", "Requests"),
     "aborted": counter("sglang:num_aborted_requests_total", "requests", "Aborted requests"),
-    "gen_throughput": gauge(
-        "sglang:gen_throughput", "tokens/s", "Generation throughput (its gauge)"
-    ),
+    "gen_throughput": gauge("sglang:gen_throughput", "tokens/s", "Generation throughput (its gauge)"),
 }
 
 SPEC = EngineSpec(

@@ -20,7 +20,8 @@ from grafana.dashgen.queries import interpolate, iter_queries, variable_names  #
 PROVISIONING = REPO / "grafana" / "provisioning"
 BOARD_FILES = sorted(DASHBOARD_DIR.glob("*.json"))
 TITLES = {"Benchmark run (live)", "Run comparison", "GPU host", "Baselines"} | {
-    f"Engine: {name}" for name in ("vLLM", "SGLang", "llama.cpp")  # one per registered engine
+    f"Engine: {name}"
+    for name in ("vLLM", "SGLang", "llama.cpp")  # one per registered engine
 }
 PROMETHEUS_DS = {"type": "prometheus", "uid": "${datasource}"}
 STORE_DS = {"type": "grafana-postgresql-datasource", "uid": "${store}"}
