@@ -12,6 +12,7 @@ No engine name or metric is written here: a new engine file reaches every rule, 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -60,11 +61,42 @@ def engine_jobs() -> list[str]:
     return [spec.name for spec in engines.ENGINES.values()]
 
 
+def engine_process_pattern() -> str:
+    """A regex of the process names an engine's GPU processes take: each engine's name, program
+    and child-process titles (`VLLM::EngineCore`, `llama-server`), case-insensitive."""
+    names: list[str] = []
+    for spec in engines.ENGINES.values():
+        names += [
+            spec.name,
+            *spec.child_titles,
+            *(prefix[0] for prefix in spec.launch_prefixes if not spec.plays),
+        ]
+    return "(?i).*(" + "|".join(re.escape(n) for n in dict.fromkeys(names)) + ").*"
+
+
 def alert_rules() -> list[dict[str, Any]]:
-    """EngineDown on the engines' jobs; KV saturation and preemption on the neutral rules."""
+    """EngineDown on the engines' jobs; KV saturation and preemption on the neutral rules; a GPU
+    process that is no engine's during a run."""
     jobs = "|".join(engine_jobs())
     by = "job, instance, engine, model_name"
+    foreign = engine_process_pattern().replace("\\", "\\\\")
     return [
+        {
+            "alert": "ForeignProcessOnBenchmarkGpu",
+            # a process that is not the engine holds memory on a GPU during a run (a leftover
+            # server, a notebook, another job): it competes for memory bandwidth and SMs
+            "expr": "max by (Hostname, gpu, pid, process) (\n"
+            f'  infergauge_gpu_process_memory_bytes{{process!~"{foreign}"}}\n'
+            ") > 0\nand on () (count(loadgen_run_end_timestamp_seconds == 0) > 0)\n",
+            "for": "10s",
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "Foreign process {{ $labels.process }} (pid {{ $labels.pid }}) on GPU "
+                "{{ $labels.gpu }} during a run",
+                "description": "Stop it or move the benchmark to a free GPU; "
+                "it shares the GPU with the engine under test.",
+            },
+        },
         {
             "alert": "EngineDown",
             "expr": f'up{{job=~"{jobs}"}} == 0\n'

@@ -186,7 +186,7 @@ def _engine_panels() -> list[Json]:
                 (f"sum by (engine, instance) (engine:preemptions{{{ENGINE}}})", f"retracted now {legend}"),
             ),
             "short",
-            desc="A counter's rate (vLLM preempts) or a gauge of requests retracted now (SGLang).",
+            desc="A counter's rate or a gauge of requests retracted now, as the engine file says.",
         ),
     ]
 

@@ -94,6 +94,19 @@ def detect_http(bodies: Mapping[str, Any]) -> EngineSpec | None:
     return best[1] if best[0] > 0 else None
 
 
+def names_text(conjunction: str = "or") -> str:
+    """The registered engines as people write them, for messages: "vLLM, SGLang, llama.cpp or the
+    simulated engine" (registry order, simulators last)."""
+    real = [spec.title for spec in ENGINES.values() if not spec.plays]
+    real += ["the simulated engine"] if any(spec.plays for spec in ENGINES.values()) else []
+    return f"{', '.join(real[:-1])} {conjunction} {real[-1]}" if len(real) > 1 else "".join(real)
+
+
+def default_ports_text() -> str:
+    """`vllm :8000, sglang :30000, ...` for every engine with a target preset."""
+    return ", ".join(f"{spec.name} :{spec.default_port}" for spec in ENGINES.values() if not spec.plays)
+
+
 def metadata_paths() -> tuple[str, ...]:
     """Every metadata endpoint any registered engine answers, registry order, each once."""
     return tuple(dict.fromkeys(path for spec in ENGINES.values() for path in spec.metadata_paths))

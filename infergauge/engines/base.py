@@ -169,6 +169,8 @@ class EngineSpec:
     # (hit role, queried role): counters of prompt tokens found in / looked up in the prefix cache
     cache_counters: tuple[str, str] | None = None
     plays: tuple[str, ...] = ()  # a simulator: the engines it can answer as (no target preset of its own)
+    # neutral name -> why its flag is not an exact equivalent of another engine's (`loadgen align`)
+    param_notes: Mapping[str, str] = field(default_factory=dict)
     display_name: str = ""  # how people write its name ("vLLM", "llama.cpp"); the name when empty
     ignore_eos: bool = True  # its completions honour `ignore_eos` (exact output lengths)
 

@@ -32,6 +32,18 @@ BOOL_FLAGS = frozenset(
     | {"--disable-overlap-schedule", "--enable-torch-compile", "--enable-dp-attention"}
     | {"--skip-server-warmup", "--disable-radix-cache"}
 )
+# what align says when one of these is translated to another engine's flag
+PARAM_NOTES = {
+    "gpu_memory_utilization": "SGLang's --mem-fraction-static covers only the static pool (weights + KV "
+    "cache), so the same value gives a different KV capacity",
+    "block_size": "SGLang's --page-size (default 1) sets the same granularity but trades fragmentation "
+    "differently",
+    "max_num_batched_tokens": "SGLang's --chunked-prefill-size only caps the prefill chunk",
+    "chunked_prefill": "SGLang has no on/off switch for chunked prefill: on is its default, off is "
+    "--chunked-prefill-size -1",
+    "prefix_caching": "SGLang's RadixAttention shares prefixes in a radix tree (on by default)",
+    "seed": "SGLang's --random-seed is random per launch unless set",
+}
 METRICS = {
     "running": gauge("sglang:num_running_reqs", "requests"),
     "waiting": gauge("sglang:num_queue_reqs", "requests", "Queued requests"),
@@ -70,6 +82,7 @@ SPEC = EngineSpec(
     child_titles=("sglang::scheduler", "sglang::detokenizer", "sglang::data_parallel_controller"),
     env_prefixes=("SGLANG_",),
     flags=FLAGS,
+    param_notes=PARAM_NOTES,
     switches={"chunked_prefill": Switch("chunked_prefill_size", -1)},
     defaults=DEFAULTS,
     bool_flags=BOOL_FLAGS,

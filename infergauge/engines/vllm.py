@@ -53,6 +53,14 @@ CONFIG_FIELDS = {
     "quantization": "quantization",
     "seed": "seed",
 }
+# what align says when one of these is translated to another engine's flag
+PARAM_NOTES = {
+    "gpu_memory_utilization": "vLLM's --gpu-memory-utilization bounds the whole instance (weights, "
+    "activations, KV cache) as a fraction of total GPU memory",
+    "block_size": "vLLM's --block-size is its KV block (default 16)",
+    "max_num_batched_tokens": "vLLM's --max-num-batched-tokens is a per-step budget for prefill + decode",
+    "prefix_caching": "vLLM's automatic prefix caching shares hashed blocks (on by default)",
+}
 METRICS = {
     "running": gauge("vllm:num_requests_running", "requests"),
     "waiting": gauge("vllm:num_requests_waiting", "requests"),
@@ -95,6 +103,7 @@ SPEC = EngineSpec(
     child_titles=("VLLM::EngineCore", "VLLM::Worker"),
     env_prefixes=("VLLM_",),
     flags=FLAGS,
+    param_notes=PARAM_NOTES,
     defaults=DEFAULTS,
     gpu_defaults={"max_num_seqs": GpuDefault(1024, 256), "max_num_batched_tokens": GpuDefault(8192, 2048)},
     bool_flags=BOOL_FLAGS,

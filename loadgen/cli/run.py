@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 
 import click
 
+from infergauge import engines
 from loadgen.cli.shard_options import SCALE_KEYS, scale_options, shard_plan, worker_count
 from loadgen.cli.store import STORE_ENV, store_option
 from loadgen.config import (
@@ -149,7 +150,9 @@ def _raise_fd_limit() -> None:
     "--config", type=click.Path(dir_okay=False), help="run.yaml with RunConfig fields (flags override)."
 )
 @click.option("--target", type=TargetChoice(), help="Engine preset (default sim: embedded simulator).")
-@click.option("--base-url", help="Server URL (vllm :8000, sglang :30000 by default; required for openai).")
+@click.option(
+    "--base-url", help=f"Server URL ({engines.default_ports_text()} by default; required for openai)."
+)
 @click.option("--model", help="Model name (default: the first of /v1/models).")
 @click.option("--endpoint", type=click.Choice(ENDPOINTS), help="completions (default) or chat.")
 @click.option("--api-key", help="Bearer token (or OPENAI_API_KEY); never logged or stored.")

@@ -6,6 +6,7 @@ import math
 import shlex
 from typing import Any
 
+from infergauge import engines
 from infergauge import engines as engine_registry
 from infergauge.engines import detect_cmdline
 from infergauge.engines.base import NEUTRAL_KINDS, NEUTRAL_PARAMS
@@ -125,7 +126,8 @@ def _engine(check: Checker, name: str, node: Node) -> EngineSpec:
             check.bad(node, f"{where}: kind external needs 'base_url'")
     params = _params(check, m.get("params"), f"{where} params")
     if params and kind == "launch" and family is None:
-        check.bad(m["params"], f"{where}: params need a command that launches vllm, sglang or simengine")
+        launches = engines.names_text()
+        check.bad(m["params"], f"{where}: params need a command that launches {launches}")
     target = m["target"].value if "target" in m else _default_target(name, argv, family)
     if target not in plan_targets():
         choices = ", ".join(plan_targets())
