@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_stack_support import free_port, wait_for, wait_http
+from tests.integration.test_stack_support import free_port, wait_http
 
 CACHED = Path.home() / ".cache" / "infergauge" / "llama.cpp" / "bin" / "llama-server"
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
