@@ -114,3 +114,32 @@ def test_it_is_a_target_preset_with_no_other_edit() -> None:
     assert preset.engine == "toyserve"
     help_text = CliRunner().invoke(run, ["--help"]).output
     assert "toyserve" in help_text  # `--target` lists it
+
+
+def test_its_metrics_reach_the_rules_the_alerts_the_scrape_jobs_and_a_dashboard() -> None:
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    if str(repo) not in sys.path:  # grafana/dashgen lives beside the packages, not inside one
+        sys.path.insert(0, str(repo))
+    from grafana.dashgen import engines as boards
+    from grafana.dashgen import promgen
+    from grafana.dashgen.queries import iter_queries
+
+    rules = promgen.render_rules()
+    # the neutral rules: its running gauge and its TTFT histogram, labelled with its name
+    assert "sum by (job, instance, model_name) (toy_running_requests)" in rules
+    assert "rate(toy_ttft_seconds_bucket[1m])" in rules
+    assert "engine: toyserve" in rules
+    alerts = {r["alert"]: r["expr"] for r in promgen.alert_rules()}
+    assert "toyserve" in alerts["EngineDown"]  # its scrape job is watched
+    assert "toyserve" in alerts["ForeignProcessOnBenchmarkGpu"]  # its process is no foreigner
+    assert "- job_name: toyserve" in promgen.render_jobs(local=True)
+    assert "127.0.0.1:7100" in promgen.render_jobs(local=True)
+    assert "engine-toyserve.json" in boards.builders()
+    board = boards.builders()["engine-toyserve.json"]()
+    exprs = " ".join(q.expr for q in iter_queries(board))
+    assert "toy_running_requests" in exprs
+    assert "toy_ttft_seconds_bucket" in exprs
+    assert board["title"] == "Engine: toyserve"
