@@ -76,3 +76,18 @@ def mark_cut_short(record: RequestRecord, reads: list[tuple[int, bytes]], outcom
     outcome it gets when the reads do not say otherwise (stamped now)."""
     record.done_ns = time.perf_counter_ns()
     record.raw, record.fallback = reads, (outcome, error)
+
+
+@dataclass(frozen=True)
+class EngineMetadata:
+    """Facts the engine reports about itself over HTTP."""
+
+    engine: str
+    version: str | None = None
+    model: str | None = None
+    max_model_len: int | None = None
+    server_args: dict[str, Any] = field(default_factory=dict)
+    models: list[str] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    speaks: str | None = None  # the engine its metadata bodies were recognised as (detect_http)
+    server_info_path: str = ""  # the endpoint server_args came from

@@ -47,6 +47,6 @@ os.environ.setdefault("LOADGEN_EXPORTER_URL", "none")
 
 @pytest.fixture(autouse=True)
 def _no_host_exporter(monkeypatch: pytest.MonkeyPatch) -> None:
-    from loadgen.results import exporter_client
+    from loadgen.targets import exporter_client
 
     monkeypatch.setattr(exporter_client, "EXPORTER_DEFAULT", f"http://127.0.0.1:{_closed_port()}")

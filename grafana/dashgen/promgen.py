@@ -145,6 +145,13 @@ def _block(dumper: yaml.SafeDumper, text: _Block) -> yaml.ScalarNode:
     return dumper.represent_scalar("tag:yaml.org,2002:str", text, style="|")
 
 
+class _Dumper(yaml.SafeDumper):
+    """SafeDumper that writes multi-line strings as literal blocks."""
+
+
+_Dumper.add_representer(_Block, _block)
+
+
 def _blocks(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _blocks(v) for k, v in value.items()}
@@ -161,9 +168,7 @@ def render_rules() -> str:
             {"name": "infergauge_engine_alerts", "rules": alert_rules()},
         ]
     }
-    dumper = type("Dumper", (yaml.SafeDumper,), {})
-    dumper.add_representer(_Block, _block)
-    body = yaml.dump(_blocks(groups), Dumper=dumper, sort_keys=False, width=110)
+    body = yaml.dump(_blocks(groups), Dumper=_Dumper, sort_keys=False, width=110)
     return HEADER + body
 
 

@@ -14,8 +14,8 @@ from loadgen.report.tables import render
 
 
 def _check(a: str, b: str, results_dir: str, exporters: tuple[str | None, str | None]) -> int:
-    from loadgen.results.engine_facts import facts_from_run, facts_from_url, identity_differences
     from loadgen.results.rundir import RunNotFound
+    from loadgen.run.engine_facts import facts_from_run, facts_from_url, identity_differences
 
     try:
         facts = [

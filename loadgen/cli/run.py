@@ -264,9 +264,9 @@ def _show(
 ) -> None:
     """Print the summary (before the linger), write the run's row to the results store, say where
     the record went and how long /metrics stays."""
-    from loadgen.results.cache_counters import cache_warning
     from loadgen.run.progress import summary_table
     from loadgen.store.writer import store_run
+    from loadgen.targets.cache_counters import cache_warning
 
     late.recorded = True
     if json_output:

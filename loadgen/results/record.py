@@ -18,7 +18,8 @@ from loadgen.results.rundir import RUNS_CSV, append_runs_csv, atomic_write, csv_
 from loadgen.results.sent import as_sent
 from loadgen.results.summary import iso
 from loadgen.stats import NS, e2e_s, itls_s, tpot_s, ttft_s
-from loadgen.targets import EngineMetadata, get_target
+from loadgen.records import EngineMetadata
+from loadgen.targets import get_target
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from loadgen.stats import NS, summarize
 
 if TYPE_CHECKING:
     from loadgen.config import RunConfig
-    from loadgen.targets import EngineMetadata
+    from loadgen.records import EngineMetadata
 
 CRASHED_REASON = "crashed: the run ended without writing its summary (killed?)"
 

@@ -15,8 +15,7 @@ import aiohttp
 
 import loadgen.run.annotations as grafana_notes
 from loadgen.config import ConfigError, RunConfig
-from loadgen.records import RequestRecord, RunResult
-from loadgen.results.cache_counters import CacheCounters, cache_facts, engine_counters
+from loadgen.records import EngineMetadata, RequestRecord, RunResult
 from loadgen.results.journal import Journal
 from loadgen.results.manifest import public_url
 from loadgen.results.record import ManifestFacts, build_manifest, write_run
@@ -24,7 +23,8 @@ from loadgen.results.rundir import write_json
 from loadgen.results.summary import build_summary
 from loadgen.run.live_metrics import LiveMetrics, RunLabels
 from loadgen.run.measure import Run, execute, linger, paced_gc, route_signals
-from loadgen.targets import EngineMetadata, Target
+from loadgen.targets import Target
+from loadgen.targets.cache_counters import CacheCounters, cache_facts, engine_counters
 from loadgen.transport.aiohttp_client import finalize
 from loadgen.transport.dispatch import Dispatcher
 from loadgen.transport.rawhttp import RawClient
@@ -87,7 +87,7 @@ async def run_steps(ctx: RunContext) -> RunResult:
 
 async def _prepare(ctx: RunContext) -> Run:
     """Engine metadata and model, the exporter's manifest, the run state and its live metrics."""
-    from loadgen.results.exporter_client import attach_exporter
+    from loadgen.targets.exporter_client import attach_exporter
 
     assert ctx.meta_session is not None
     ctx.meta = meta = await ctx.target.fetch_metadata(ctx.meta_session, ctx.base_url)

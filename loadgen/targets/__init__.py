@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from infergauge import engines
 from infergauge.engines.base import EngineSpec
-from loadgen.targets.base import EngineMetadata, FlushResult, Target
+from loadgen.records import EngineMetadata
+from loadgen.targets.base import FlushResult, Target
 from loadgen.targets.openai import OpenAITarget
 from loadgen.targets.preset import EnginePreset, default_url
 from loadgen.targets.sim import DEFAULT_PERSONALITY, SimTarget

@@ -13,8 +13,8 @@ import aiohttp
 import pytest
 
 from loadgen.config import ConfigError, RunConfig
-from loadgen.results import exporter_client
-from loadgen.results.exporter_client import attach_exporter
+from loadgen.targets import exporter_client
+from loadgen.targets.exporter_client import attach_exporter
 
 from .test_engines_exporter_attach import OUR_ENGINE, exporter_serving
 

@@ -15,9 +15,9 @@ from loadgen.cli.main import cli
 from loadgen.experiments.plan import parse_plan
 from loadgen.experiments.runner import ExperimentRunner
 from loadgen.experiments.state import ExperimentState, experiment_dir
-from loadgen.results.cache_counters import WARM_HIT_RATIO
 from loadgen.results.rundir import load_run
 from loadgen.run.runner import run_benchmark_sync
+from loadgen.targets.cache_counters import WARM_HIT_RATIO
 from simengine.embedded import EmbeddedEngine
 
 pytestmark = pytest.mark.timeout(90)
