@@ -1,12 +1,16 @@
-"""The Kubernetes sharded run end to end, on loopback: 3 real `loadgen run --shard i/3` processes
-against the real simulated engine, each writing its row to the results store, then the merge step's
-command (`loadgen merge --store`). The store holds one merged run with all 300 requests and three
-rows marked as shards that the baseline history and the Baselines dashboard's SQL never read as runs.
-Once on SQLite and once on the real PostgreSQL (the store docs/kubernetes.md documents)."""
+"""The Kubernetes sharded run end to end, on loopback: the rendered shard Job's `loadgen run` args run
+as 3 real processes (JOB_COMPLETION_INDEX 0-2) against the real simulated engine, each writing its
+row to the results store, then the rendered merge Job's script (`loadgen merge --store`). The store
+holds one merged run with all 300 requests and three rows marked as shards, which the baseline
+history and the Baselines dashboard's SQL never read as runs. Once on SQLite and once on the real
+PostgreSQL (the store docs/kubernetes.md documents)."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
 import subprocess
 import sys
 import time
@@ -16,12 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from loadgen.baseline.history import read_history
 from loadgen.store.db import open_store
 from loadgen.store.schema import WHOLE_RUNS
 from loadgen.store.url import parse_store
 from simengine.embedded import EmbeddedEngine
+from tests.loadgen_servers import free_port
 from tests.store_support import Backend
 
 pytestmark = pytest.mark.timeout(240)
@@ -29,6 +35,7 @@ REQUESTS = 300
 SHARDS = 3
 RUN_ID = "20261201T020000Z-k8s-shards"
 REPO = Path(__file__).resolve().parents[2]
+SHARDS_OVERLAY = REPO / "deploy" / "kubernetes" / "overlays" / "loadgen-shards"
 
 
 def loadgen_cmd(*args: str) -> list[str]:
@@ -52,24 +59,68 @@ def engine() -> Iterator[str]:
         sim.stop()
 
 
-def run_shards(engine: str, root: Path, store: str) -> list[Path]:
-    """The Indexed Job's pods: SHARDS processes from one --start-at, each with its own results dir
-    (`results/$RUN_NAME/shard-$JOB_COMPLETION_INDEX`) and the one store."""
+def rendered() -> dict[str, Any]:
+    """The loadgen-shards overlay as `kubectl kustomize` renders it: {kind/name: object}."""
+    kubectl = Path(sys.prefix) / "bin" / "kubectl"
+    out = subprocess.run(
+        [str(kubectl if kubectl.is_file() else "kubectl"), "kustomize", str(SHARDS_OVERLAY)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    objects = [o for o in yaml.safe_load_all(out) if o]
+    return {f"{o['kind']}/{re.sub(r'-[a-z0-9]{10}$', '', o['metadata']['name'])}": o for o in objects}
+
+
+def container(job: dict[str, Any]) -> dict[str, Any]:
+    (found,) = job["spec"]["template"]["spec"]["containers"]
+    return dict(found)
+
+
+def shard_args(objects: dict[str, Any], root: Path, env: dict[str, str]) -> list[str]:
+    """The shard pod's `loadgen run` arguments with Kubernetes' $(VAR) expanded, the ConfigMap's
+    run.yaml and the volume under `root`, then what this machine needs instead of the cluster: the
+    simulated engine, loopback live metrics on a free port, a 300-request run, no exporter."""
+    shard = container(objects["Job/loadgen-shards"])
+    config = root / "etc" / "run.yaml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(objects["ConfigMap/loadgen-run-config"]["data"]["run.yaml"])
+    args = [
+        re.sub(r"\$\((\w+)\)", lambda m: env[m.group(1)], a)
+        .replace("/etc/infergauge/", f"{config.parent}/")
+        .replace("/work/", f"{root}/")
+        for a in shard["args"]
+    ]
+    assert shard["command"] == ["loadgen", "run"]
+    return [*shard["command"][1:], *args]
+
+
+def run_shards(engine: str, root: Path, store: str, objects: dict[str, Any]) -> dict[str, str]:
+    """The Indexed Job's pods: SHARDS processes from one START_AT, each JOB_COMPLETION_INDEX its own
+    results dir on the volume and the one store; the merge Job's environment."""
     # a common start far enough ahead that every shard is up (a shard later than 1 s refuses to run)
     lead = max(4.0, 4 * startup_s())
-    start = (datetime.now(UTC) + timedelta(seconds=lead)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    start = (datetime.now(UTC) + timedelta(seconds=lead)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    run_name = objects["ConfigMap/loadgen-run"]["data"]["RUN_NAME"]
+    env = {"RUN_NAME": run_name, "SHARDS": str(SHARDS), "START_AT": start, "LOADGEN_STORE": store}
+    local = ["--target", "sim", "--base-url", engine, "--seed", "42", "--profile", "short", "--linger", "0"]
+    local += ["--num-prompts", str(REQUESTS), "--rate", "150", "--warmup", "0", "--run-id", RUN_ID]
+    local += ["--metrics-port", "0", "--metrics-listen-address", "127.0.0.1"]  # loopback here
+    local += ["--exporter-url", f"http://127.0.0.1:{free_port()}"]  # nothing listens: no exporter facts
     procs = []
     for i in range(SHARDS):
-        args = ["run", "--target", "sim", "--base-url", engine, "--seed", "42", "--profile", "short"]
-        args += ["--num-prompts", str(REQUESTS), "--rate", "150", "--warmup", "0", "--quiet"]
-        args += ["--metrics-port", "0", "--metrics-listen-address", "127.0.0.1"]
-        args += ["--results-dir", str(root / f"shard-{i}"), "--store", store]
-        args += ["--shard", f"{i}/{SHARDS}", "--start-at", start, "--run-id", RUN_ID]
-        procs.append(subprocess.Popen(loadgen_cmd(*args), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL))
+        pod_env = {**os.environ, **env, "JOB_COMPLETION_INDEX": str(i), "MPLCONFIGDIR": str(root)}
+        args = [*shard_args(objects, root, pod_env), *local]
+        procs.append(
+            subprocess.Popen(
+                loadgen_cmd(*args), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, env=pod_env
+            )
+        )
     for proc in procs:
         _, err = proc.communicate(timeout=180)
         assert proc.returncode == 0, err.decode()
-    return [root / f"shard-{i}" / RUN_ID for i in range(SHARDS)]
+    return env
 
 
 def rows(store_url: str) -> dict[str, dict[str, Any]]:
@@ -88,19 +139,47 @@ def rows(store_url: str) -> dict[str, dict[str, Any]]:
 
 @pytest.fixture
 def stored(engine: str, backend: Backend, tmp_path: Path) -> tuple[Backend, Path]:
-    """3 shards run, then the merge Job's command; the results dir and the store."""
-    shard_dirs = run_shards(engine, tmp_path, backend.url)
+    """3 shards run, then the merge Job's own script (its command and args as rendered); the
+    results dir and the store."""
+    objects = rendered()
+    env = run_shards(engine, tmp_path, backend.url, objects)
+    merge = container(objects["Job/loadgen-merge"])
+    assert merge["workingDir"] == "/work"  # the script's results/ is the volume under it: tmp_path here
+    path = f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"  # loadgen on PATH
     merged = subprocess.run(
-        loadgen_cmd("merge", "--store", backend.url, "--results-dir", str(tmp_path / "merged"))
-        + [str(d) for d in shard_dirs],
+        [*merge["command"], *merge["args"]],
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
+        cwd=tmp_path,
+        env={**env, "MERGE_WAIT_S": "60", "PATH": path, "MPLCONFIGDIR": str(tmp_path)},
     )
     assert merged.returncode == 0, merged.stderr
     assert "warning" not in merged.stderr  # the store took the row
-    return backend, tmp_path
+    run_root = tmp_path / "results" / env["RUN_NAME"]
+    merge_without_the_last_shard(merge, run_root, {**env, "PATH": path, "MPLCONFIGDIR": str(tmp_path)})
+    return backend, run_root
+
+
+def merge_without_the_last_shard(merge: dict[str, Any], run_root: Path, env: dict[str, str]) -> None:
+    """The merge script once START_AT + MERGE_WAIT_S passed with a shard's record missing: it says
+    which, merges the rest and exits 1 (partial), which the Job's podFailurePolicy ends the Job on."""
+    other = run_root.parent.parent / "lost" / "results" / env["RUN_NAME"]
+    for i in range(SHARDS - 1):
+        shutil.copytree(run_root / f"shard-{i}", other / f"shard-{i}")
+    result = subprocess.run(
+        [*merge["command"], *merge["args"]],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=other.parent.parent,
+        env={**env, "MERGE_WAIT_S": "0", "LOADGEN_STORE": "none"},
+    )
+    assert result.returncode == 1, result.stderr
+    assert f"shard {SHARDS - 1} wrote no record by START_AT + 0s: merging without it" in result.stderr
+    assert "partial: shards not whole: 2 missing" in result.stderr
 
 
 def test_one_merged_run_of_all_requests_and_three_shard_rows_baselines_ignore(
