@@ -11,7 +11,7 @@ from loadgen.baseline.history import read_history
 from loadgen.store import schema
 from loadgen.store.db import open_store
 from loadgen.store.rows import build_row
-from tests.store_support import Backend, store_url
+from tests.store_support import Backend, loadgen, store_url
 
 REAL_RUN = next(
     p for p in sorted((Path(__file__).parents[1] / "fixtures" / "real-runs").iterdir()) if p.is_dir()
@@ -44,3 +44,10 @@ def test_the_migration_marks_shard_rows_written_before_it(backend: Backend) -> N
         history = read_history(store)
     assert marked == {summary["run_id"]: None, summary["run_id"] + "-sharded": "1/3"}
     assert [r.run_id for runs in history.values() for r in runs] == [summary["run_id"]]
+
+
+def test_merge_refuses_a_bad_store_before_reading_anything(tmp_path: Path) -> None:
+    result = loadgen("merge", "--store", "mysql://db/x", "--results-dir", str(tmp_path / "m"), str(tmp_path))
+    assert result.exit_code == 2
+    assert "unknown store 'mysql://db/x'" in result.output
+    assert not (tmp_path / "m").exists()
