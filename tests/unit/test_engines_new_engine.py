@@ -11,6 +11,7 @@ from exporter.engine_http import facts_from_bodies
 from exporter.engines import EngineInspector
 from infergauge import engines
 from infergauge.engines.base import EngineSpec, Marker, ServerInfo, flag
+from infergauge.engines.metrics import gauge, histogram
 from loadgen.analysis.diff import manifest_differences
 from loadgen.results.manifest import engine_section
 from loadgen.targets.preset import metadata_from_bodies
@@ -37,7 +38,7 @@ TOY = EngineSpec(
     metadata_paths=("/toy/info", "/v1/models"),
     server_info=ServerInfo(paths=("/toy/info",), version_key="toy_version"),
     flush_path="/toy/flush",
-    metrics={"running": "toy_running_requests", "ttft": "toy_ttft_seconds"},
+    metrics={"running": gauge("toy_running_requests", "requests"), "ttft": histogram("toy_ttft_seconds")},
 )
 # ---- end of the description ----
 
@@ -97,3 +98,19 @@ def test_diff_compares_its_neutral_parameters() -> None:
     assert engine["params"]["max_model_len"] == 4096  # from its server info
     top = manifest_differences(a, b)[0]
     assert (top.key, top.a, top.b) == ("engine.params.max_num_seqs", 64, 8)
+
+
+def test_it_is_a_target_preset_with_no_other_edit() -> None:
+    from click.testing import CliRunner
+
+    from loadgen.cli.run import run
+    from loadgen.config import RunConfig, target_names
+    from loadgen.targets import get_target
+
+    assert "toyserve" in target_names()
+    assert RunConfig(target="toyserve").target == "toyserve"  # the config accepts it ...
+    preset = get_target("toyserve")  # ... and the preset exists: port and hint from the spec
+    assert preset.default_base_url == "http://127.0.0.1:7100"
+    assert preset.engine == "toyserve"
+    help_text = CliRunner().invoke(run, ["--help"]).output
+    assert "toyserve" in help_text  # `--target` lists it
