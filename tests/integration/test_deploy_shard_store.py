@@ -163,11 +163,17 @@ def stored(engine: str, backend: Backend, tmp_path: Path) -> tuple[Backend, Path
 
 
 def merge_without_the_last_shard(merge: dict[str, Any], run_root: Path, env: dict[str, str]) -> None:
-    """The merge script once START_AT + MERGE_WAIT_S passed with a shard's record missing: it says
-    which, merges the rest and exits 1 (partial), which the Job's podFailurePolicy ends the Job on."""
+    """The merge script once START_AT + MERGE_WAIT_S passed with a shard's record missing (only an
+    earlier run's folder there): it says which, merges the rest and exits 1 (partial), which the
+    Job's podFailurePolicy ends the Job on."""
     other = run_root.parent.parent / "lost" / "results" / env["RUN_NAME"]
     for i in range(SHARDS - 1):
         shutil.copytree(run_root / f"shard-{i}", other / f"shard-{i}")
+    # the last shard's folder is an earlier run's under the same RUN_NAME (finished before START_AT)
+    stale = other / f"shard-{SHARDS - 1}" / "20261130T020000Z-earlier"
+    shutil.copytree(run_root / f"shard-{SHARDS - 1}" / RUN_ID, stale)
+    day_before = time.time() - 86400
+    os.utime(stale / "summary.json", (day_before, day_before))
     result = subprocess.run(
         [*merge["command"], *merge["args"]],
         capture_output=True,

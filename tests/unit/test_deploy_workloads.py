@@ -209,7 +209,8 @@ def test_merge_job_waits_for_the_shards_and_merges_them_into_the_store() -> None
     (container,) = pod(job)["spec"]["containers"]
     script = " ".join(container["command"] + container["args"])
     assert 'loadgen merge --store "$LOADGEN_STORE"' in script
-    assert "shard-*" in script
+    assert 'shard-"$i"' in script  # every index of the run, each waited for
+    assert '-newermt "$START_AT"' in script, "an earlier run's folders under RUN_NAME are not merged"
     store = env_of(container)["LOADGEN_STORE"]["valueFrom"]["secretKeyRef"]
     assert (store["name"], store.get("optional", False)) == ("infergauge-store", False)
     shard = pod(get("loadgen-shards", "Job", "loadgen-shards"))["spec"]
