@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 # system packages the tests need, as debian-package:command (postgresql: for the baselines store)
 DEPS ?= prometheus:promtool docker-compose:docker-compose postgresql:pg_ctl systemd:systemd-analyze
 
-.PHONY: demo test deps lint typecheck docs pytest bench venv clean
+.PHONY: demo test deps lint typecheck docs pytest bench venv clean llamacpp
 
 venv: $(STAMP)
 
@@ -51,6 +51,11 @@ docs: $(STAMP)
 
 pytest: deps $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup $(PYTEST_ARGS)
+
+## llamacpp: build llama.cpp's llama-server from source for the CPU (~10-20 min) into ~/.cache, so
+## tests/integration/test_engines_real_llamacpp.py runs against the real server instead of skipping
+llamacpp: $(STAMP)
+	PYTHON=$(BIN)/python bash .ci/build-llamacpp
 
 ## bench: our own speed and accuracy, printed as figures (not tests)
 bench: $(STAMP)

@@ -12,6 +12,7 @@ FIXTURES = REPO_ROOT / "tests" / "fixtures"
 GOLDEN = FIXTURES / "golden"  # copied from shared/golden: vLLM 0.26.0 and SGLang 0.5.14 on an H200
 GOLDEN_VLLM = GOLDEN / "vllm-0.26.0"
 GOLDEN_SGLANG = GOLDEN / "sglang-0.5.14"
+GOLDEN_LLAMACPP = GOLDEN / "llamacpp-b1-0c1e570"  # a real llama-server built here on a CPU
 GOLDEN_SSE_STREAMS = [  # the streaming captures of both engines (bytes + .timing.jsonl)
     d / f"sse_{n}.txt"
     for d in (GOLDEN_VLLM, GOLDEN_SGLANG)

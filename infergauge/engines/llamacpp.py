@@ -56,7 +56,6 @@ METRICS = {
     "busy_slots_per_decode": gauge("llamacpp:n_busy_slots_per_decode", "", "Busy slots per decode"),
     "prompt_throughput": gauge("llamacpp:prompt_tokens_seconds", "tokens/s", "Prompt throughput (gauge)"),
     "gen_throughput": gauge("llamacpp:predicted_tokens_seconds", "tokens/s", "Generation throughput (gauge)"),
-    "max_sequence_tokens": gauge("llamacpp:n_tokens_max", "tokens", "Longest sequence seen"),
 }
 
 SPEC = EngineSpec(

@@ -12,17 +12,20 @@ from pathlib import Path
 import numpy as np
 
 EMBED, LAYERS, HEADS, FFN, CONTEXT = 64, 2, 4, 128, 2048
+VOCAB = 8000  # loadgen's synthetic prompts draw token ids 100-7999 (loadgen.workload.generator)
 SPECIAL = ["<unk>", "<s>", "</s>"]
 
 
 def vocabulary() -> tuple[list[bytes], list[float], list[int]]:
-    """<unk>, <s>, </s>, the 256 byte tokens, and the printable ASCII letters as pieces of their own."""
+    """<unk>, <s>, </s>, the 256 byte tokens, the printable ASCII letters as pieces of their own, and
+    filler pieces up to VOCAB tokens."""
     import gguf
 
     tokens = [t.encode() for t in SPECIAL] + [f"<0x{b:02X}>".encode() for b in range(256)]
     types = [gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL]
     types += [gguf.TokenType.BYTE] * 256
     words = [chr(c) for c in range(0x21, 0x7F)] + ["\u2581" + chr(c) for c in range(0x61, 0x7B)] + ["\u2581"]
+    words += [f"<t{i}>" for i in range(VOCAB - 259 - len(words))]
     tokens += [w.encode() for w in words]
     types += [gguf.TokenType.NORMAL] * len(words)
     scores = [0.0] * 259 + [-float(i) for i in range(len(words))]
