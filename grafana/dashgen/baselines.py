@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from loadgen.baseline.metrics import WATCHED, Watched
+from loadgen.store.schema import WHOLE_RUNS
 
 from .board import dashboard
 from .panels import Json, row, stat, table, target, timeseries
@@ -11,6 +12,7 @@ from .sql import on_store, sql_annotation, sql_target, sql_var, store_var
 
 UID = "infergauge-baselines"
 SUITE_FILTER = "suite IN ($suite) AND series_key IN ($series)"
+RUNS_FILTER = f"{SUITE_FILTER} AND {WHOLE_RUNS}"  # a shard's row is a slice, never a run of the series
 PROM_SUITE = 'suite=~"$suite"'
 # the watched figures' units -> Grafana's unit ids
 UNITS = {"s": "s", "req/s": "reqps", "tok/s": "suffix: tok/s", "": "percentunit"}
@@ -20,7 +22,7 @@ def history_sql(watched: Watched) -> str:
     """One watched figure of every selected series over time (ok runs only: the check's input)."""
     return (
         f'SELECT $__time(started_at), series_key AS metric, {watched.column} AS "{watched.label}"\n'
-        f"FROM runs\nWHERE $__timeFilter(started_at) AND {SUITE_FILTER}\n"
+        f"FROM runs\nWHERE $__timeFilter(started_at) AND {RUNS_FILTER}\n"
         f"  AND status = 'ok' AND {watched.column} IS NOT NULL\nORDER BY started_at"
     )
 
@@ -65,7 +67,7 @@ OPEN_REGRESSIONS_SQL = (
 RUNS_SQL = (
     'SELECT started_at AS "time", series_key AS "series", run_id, status, engine, engine_version,\n'
     "  model, gpu_model, gpu_count\n"
-    f"FROM runs\nWHERE $__timeFilter(started_at) AND {SUITE_FILTER}\nORDER BY started_at DESC\nLIMIT 200"
+    f"FROM runs\nWHERE $__timeFilter(started_at) AND {RUNS_FILTER}\nORDER BY started_at DESC\nLIMIT 200"
 )
 
 
