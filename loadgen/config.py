@@ -17,6 +17,7 @@ import yaml
 
 from infergauge.engines import ENGINES
 from loadgen.workload.distributions import SpecError, parse_length
+from loadgen.workload.traffic_config import TrafficConfig, traffic_from_mapping
 
 # `--target`: every real engine of the registry (their presets), any OpenAI server, the embedded sim
 TARGET_NAMES = (*(name for name, spec in ENGINES.items() if not spec.plays), "openai", "sim")
@@ -74,6 +75,7 @@ class RunConfig:
     grafana_token: str | None = field(default=None, repr=False)
     extra_manifest: dict[str, Any] = field(default_factory=dict)
     http_client: str = "raw"  # the load's transport: loadgen.transport.rawhttp, or aiohttp
+    traffic: TrafficConfig | None = None  # trace replay, sessions, ShareGPT files (docs/workloads.md)
 
     def __post_init__(self) -> None:
         validate(self)
@@ -121,6 +123,8 @@ class RunConfig:
                 value = "inf"
             elif isinstance(value, tuple):
                 value = list(value)
+            elif isinstance(value, TrafficConfig):
+                value = value.to_manifest()
             out[f.name] = value
         out["workload"] = self.resolved_workload
         out["input_len"], out["output_len"] = self.lengths
@@ -164,6 +168,10 @@ def validate(config: RunConfig) -> None:
     if config.metrics_port > 65535:
         raise ConfigError(f"invalid metrics_port {config.metrics_port!r}: must be 0-65535")
     _validate_combinations(config)
+    if config.traffic is not None:
+        from loadgen.workload.traffic import check_traffic  # it imports this module
+
+        check_traffic(config.traffic, config.endpoint)
 
 
 def _validate_combinations(config: RunConfig) -> None:
@@ -272,6 +280,11 @@ def _coerce(name: str, value: Any) -> Any:
         return parse_rate(value)
     if name in ("duration_s", "request_timeout_s", "linger_s") and isinstance(value, str):
         return parse_duration(value, name)
+    if name == "traffic" and isinstance(value, Mapping):
+        try:
+            return traffic_from_mapping(dict(value))
+        except (KeyError, TypeError) as exc:
+            raise ConfigError(str(exc).strip("'\"")) from None
     if name == "sim_args":
         return tuple(str(v) for v in (value.split() if isinstance(value, str) else value))
     default = RunConfig.__dataclass_fields__[name].default

@@ -22,6 +22,7 @@ import click
 
 from loadgen.cli.shard_options import SCALE_KEYS, scale_options, shard_plan, worker_count
 from loadgen.cli.store import STORE_ENV, store_option
+from loadgen.cli.traffic_options import traffic_fields, traffic_options
 from loadgen.config import (
     ARRIVALS,
     ENDPOINTS,
@@ -83,7 +84,7 @@ def _flag_values(params: Mapping[str, Any]) -> dict[str, Any]:
         flags["linger_s"] = float(flags.pop("linger"))
     if "slo" in flags:
         flags["slo"] = parse_slo(flags["slo"])
-    return flags
+    return traffic_fields(flags)  # trace / sessions / ShareGPT flags and the vllm bench serve aliases
 
 
 def build_config(params: Mapping[str, Any], extra: list[str], environ: Mapping[str, str]) -> RunConfig:
@@ -181,6 +182,7 @@ def _raise_fd_limit() -> None:
     help="Load transport: raw (default: minimal HTTP/1.1 on asyncio.Protocol) or aiohttp.",
 )
 @scale_options
+@traffic_options
 @click.pass_context
 def run(ctx: click.Context, **params: Any) -> None:
     """Run a benchmark: `loadgen --target sglang --rate 10` (extra `--sim-X V` go to the simulator)."""
@@ -258,6 +260,11 @@ def _show(
     warning = cache_warning(result.run_id, result.manifest.get("cache") or {})
     if warning:
         click.echo(warning, err=True)
+    from loadgen.report.vllm_result import save_vllm_result
+
+    saved = save_vllm_result(config, result.result_dir, result.summary)
+    if saved is not None:
+        click.echo(f"vllm bench serve result: {saved}", err=True)
     # the row first: a record not fully written stays the last line the user reads
     store_run(store, config.results_dir, result.run_id, lambda line: click.echo(line, err=True))
     click.echo(results_line(result.result_dir, result.not_written), err=True)

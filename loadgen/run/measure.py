@@ -166,6 +166,11 @@ class Run:
     async def dispatch(self, target: Target, workload: Any, model: str, schedule: list[int]) -> None:
         """Send every scheduled request (cancelled by `request_stop`); fills start_ns and `sent`."""
         assert self.dispatcher is not None
+        if getattr(workload, "name", None) == "sessions":  # closed-loop turns: loadgen.run.sessions
+            from loadgen.run.sessions import drive_sessions
+
+            await drive_sessions(self, target, workload, model)
+            return
         cfg = self.config
         self.start_ns = perf_base(self.start_at)
         horizon = None if cfg.duration_s is None else self.start_ns + int(cfg.duration_s * 1e9)

@@ -29,6 +29,7 @@ from loadgen.transport.aiohttp_client import finalize
 from loadgen.transport.dispatch import Dispatcher
 from loadgen.transport.rawhttp import RawClient
 from loadgen.workload.shard import ShardPlan
+from loadgen.workload.traffic import traffic_summary
 
 OnResult = Callable[[RunResult], None]
 EXIT_NOT_WRITTEN = 3  # the run was measured but some of its files could not be written
@@ -198,6 +199,7 @@ def _record(ctx: RunContext, run: Run) -> RunResult:
         itl_ns,
     )
     summary["client_saturated"] = run.backlog.report()
+    summary.update(traffic_summary(ctx.workload, records))
     if itl_missing is not None:
         summary["itl_s"]["incomplete"] = f"ITLs of journaled requests unreadable: {itl_missing}"
     sent_schedule = ctx.schedule[: len(records)]

@@ -1,0 +1,176 @@
+"""ShareGPT-format files (a JSON array, or JSONL, of `{"id", "conversations": [{"from", "value"}]}`).
+
+Single-turn (`--dataset-name sharegpt --dataset-path F`): the first human turn is the prompt and the
+reply after it sizes the output (as `vllm bench serve`: its token count, or `--sharegpt-output-len`);
+conversations are taken in a seeded shuffle, cycled when more are asked for. Multi-turn
+(`--sessions F`): every human turn is one turn of a session, each followed by the reply that sizes
+its answer. Lengths are measured with `--tokenizer DIR` when given (and the manifest says so), else
+estimated as 4/3 tokens a word.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+from loadgen.config import ConfigError, RunConfig
+from loadgen.workload.dataset import SHAREGPT_HUMAN, SHAREGPT_REPLY, WORDS_PER_TOKEN
+from loadgen.workload.generator import RequestSpec, definition_fingerprint
+from loadgen.workload.sessions import SessionPlan, SessionWorkload, Turn, arrivals
+from loadgen.workload.thinktime import parse_think_time
+from loadgen.workload.tokenizer import Encode, load_tokenizer
+
+Pair = tuple[str, str | None]  # (human text, the reply after it, if any)
+
+
+def _items(text: str, name: str) -> list[tuple[str, Any]]:
+    """(where, item) of a JSON array or of JSON lines."""
+    stripped = text.lstrip("\ufeff").lstrip()
+    if stripped.startswith("["):
+        try:
+            data = json.loads(stripped)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(
+                f"{name}:{exc.lineno}: invalid JSON ({exc.msg} at column {exc.colno})"
+            ) from None
+        return [(f"{name}: item {i}", item) for i, item in enumerate(data)]
+    out = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                out.append((f"{name}:{number}", json.loads(line)))
+            except json.JSONDecodeError as exc:
+                raise ConfigError(
+                    f"{name}:{number}: invalid JSON ({exc.msg} at column {exc.colno})"
+                ) from None
+    return out
+
+
+def _pairs(item: Any, where: str) -> list[Pair]:
+    """The (human, reply) pairs of one conversation, in order."""
+    turns = item.get("conversations") if isinstance(item, dict) else None
+    if not isinstance(turns, list):
+        raise ConfigError(f"{where}: expected an object with a 'conversations' list")
+    pairs: list[Pair] = []
+    for i, turn in enumerate(turns):
+        if not isinstance(turn, dict) or not isinstance(turn.get("value"), str):
+            raise ConfigError(f"{where}: 'conversations[{i}]' needs 'from' and a string 'value'")
+        who = str(turn.get("from", "")).lower()
+        if who in SHAREGPT_HUMAN and turn["value"].strip():
+            pairs.append((turn["value"], None))
+        elif who in SHAREGPT_REPLY and pairs and pairs[-1][1] is None:
+            pairs[-1] = (pairs[-1][0], turn["value"])
+    return pairs
+
+
+def read_conversations(path: str) -> tuple[list[tuple[str, list[Pair]]], str]:
+    """(conversation id, pairs) of every conversation with a human turn, and the file's sha256."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read ShareGPT file {path!r}: {exc.strerror}") from None
+    out = []
+    for i, (where, item) in enumerate(_items(data.decode("utf-8", errors="replace"), path)):
+        pairs = _pairs(item, where)
+        if pairs:
+            out.append((str(item.get("id", i)), pairs))
+    if not out:
+        raise ConfigError(f"ShareGPT file {path!r} has no conversation with a human turn")
+    return out, f"sha256:{hashlib.sha256(data).hexdigest()}"
+
+
+class Lengths:
+    """Token counts of text: measured with the tokenizer when there is one, else estimated."""
+
+    def __init__(self, tokenizer: str | None) -> None:
+        self.encode: Encode | None = load_tokenizer(tokenizer) if tokenizer else None
+        self.source = f"tokenizer {tokenizer}" if tokenizer else "estimated (4/3 tokens a word)"
+
+    def of(self, text: str) -> int:
+        """Tokens of `text` (at least 1)."""
+        if self.encode is not None:
+            return max(1, len(self.encode(text)))
+        return max(1, round(len(text.split()) / WORDS_PER_TOKEN))
+
+
+class ShareGPTWorkload:
+    """Single-turn ShareGPT requests (see the module docstring)."""
+
+    def __init__(self, config: RunConfig) -> None:
+        traffic = config.traffic
+        assert traffic is not None
+        assert traffic.sharegpt is not None
+        self.name, self.seed, self.path = "sharegpt", config.seed, traffic.sharegpt
+        self.fixed_out = traffic.sharegpt_output_len
+        conversations, self.sha256 = read_conversations(self.path)
+        random.Random(config.seed).shuffle(conversations)
+        self.lengths = Lengths(traffic.tokenizer)
+        self.prompts = [(pairs[0][0], pairs[0][1]) for _, pairs in conversations]
+        self.as_chat = config.endpoint == "chat"
+
+    def request(self, index: int) -> RequestSpec:
+        """The index-th request: conversation `index % n` of the shuffle."""
+        prompt, reply = self.prompts[index % len(self.prompts)]
+        n_out = self.fixed_out or (self.lengths.of(reply) if reply else 128)
+        exact = self.lengths.encode is not None
+        if self.as_chat:
+            messages = [{"role": "user", "content": prompt}]
+            return RequestSpec(
+                index, prompt, self.lengths.of(prompt), n_out, messages=messages, input_len_exact=exact
+            )
+        return RequestSpec(index, prompt, self.lengths.of(prompt), n_out, input_len_exact=exact)
+
+    def clip_to_model_len(self, max_model_len: int | None) -> None:
+        """A dataset is sent as written."""
+
+    def describe(self) -> dict[str, Any]:
+        """Workload facts for the manifest."""
+        out = {
+            "name": "sharegpt",
+            "dataset": self.path,
+            "dataset_sha256": self.sha256,
+            "conversations": len(self.prompts),
+            "lengths": self.lengths.source,
+            "output_len": self.fixed_out,
+            "seed": self.seed,
+        }
+        definition = definition_fingerprint({k: v for k, v in out.items() if k != "dataset"})
+        return {**out, "definition_fingerprint": definition}
+
+
+def build_sharegpt_sessions(config: RunConfig) -> SessionWorkload:
+    """Multi-turn sessions from a ShareGPT file: one session per conversation (seeded shuffle,
+    cycled up to `--num-prompts` sessions), arriving open-loop."""
+    traffic = config.traffic
+    assert traffic is not None
+    assert traffic.sessions is not None
+    conversations, sha = read_conversations(traffic.sessions)
+    random.Random(config.seed).shuffle(conversations)
+    lengths, think = Lengths(traffic.tokenizer), parse_think_time(traffic.think_time)
+    count = config.num_prompts or len(conversations)
+    plans, first = [], 0
+    for s, arrival in enumerate(arrivals(config, count)):
+        conv_id, pairs = conversations[s % len(conversations)]
+        rng = random.Random(f"{config.seed}:session:{s}")
+        turns = tuple(
+            Turn(
+                user,
+                traffic.sharegpt_output_len or (lengths.of(reply) if reply else 128),
+                think.sample(rng) if k else 0.0,
+            )
+            for k, (user, reply) in enumerate(pairs)
+        )
+        plans.append(SessionPlan(f"{conv_id}#{s}", arrival, turns, first))
+        first += len(turns)
+    facts = {
+        "name": "sessions",
+        "source": "sharegpt",
+        "dataset": traffic.sessions,
+        "dataset_sha256": sha,
+        "lengths": lengths.source,
+        "prompt_kind": "text",
+    }
+    return SessionWorkload(config, plans, facts)
