@@ -185,7 +185,9 @@ def _validate_combinations(config: RunConfig) -> None:
         raise ConfigError(
             "workload 'random' sends token ids, which chat cannot take; use --workload random-text"
         )
-    if math.isinf(config.rate) and config.total_requests is None and config.max_concurrency is None:
+    own_schedule = config.traffic is not None and config.traffic.kind in ("trace", "sessions")
+    bounded = config.max_concurrency or own_schedule
+    if math.isinf(config.rate) and config.total_requests is None and not bounded:
         raise ConfigError("rate 'inf' with only --duration needs --max-concurrency (or give --num-prompts)")
     for spec in (config.input_len, config.output_len):
         if spec is not None:

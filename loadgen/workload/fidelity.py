@@ -60,3 +60,29 @@ def session_facts(records: Sequence[RequestRecord]) -> dict[str, Any]:
         "ttft_by_turn_s": {str(k): describe(v) for k, v in sorted(by_turn.items())},
         "session_duration_s": describe(durations),
     }
+
+
+def traffic_lines(summary: dict[str, Any]) -> list[str]:
+    """The console lines of a replay's fidelity and of sessions (empty for other workloads)."""
+    lines = []
+    fidelity = summary.get("schedule_fidelity") or {}
+    late = fidelity.get("lateness_s")
+    if late:
+        what = "trace lateness" if fidelity.get("reference") == "trace" else "turn lateness"
+        lines.append(
+            f"{what} (send - due, ms):{'':<16} p50 {late['p50'] * 1e3:.3f}  p99 {late['p99'] * 1e3:.3f}  "
+            f"max {late['max'] * 1e3:.3f}"
+        )
+    sessions = summary.get("sessions")
+    if sessions:
+        by_turn = sessions.get("ttft_by_turn_s") or {}
+        means = ", ".join(
+            f"{k}: {v['mean'] * 1e3:.1f}" for k, v in by_turn.items() if v.get("mean") is not None
+        )
+        duration = (sessions.get("session_duration_s") or {}).get("p50")
+        done, total = sessions["sessions_complete"], sessions["sessions"]
+        lines.append(f"sessions: {done}/{total} complete, {sessions['turns']} turns")
+        lines.append(f"mean TTFT by turn (ms): {means}")
+        if duration is not None:
+            lines.append(f"median session duration (s): {duration:.3f}")
+    return lines
