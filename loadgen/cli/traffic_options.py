@@ -38,6 +38,9 @@ _OPTIONS: tuple[Callable[[Any], Any], ...] = (
     click.option(
         "--trace-sample-by", type=click.Choice(SAMPLE_BY), help="Sample requests or whole sessions."
     ),
+    click.option(
+        "--trace-sessions", is_flag=True, default=None, help="Replay the trace's conversations as sessions."
+    ),
     click.option("--sessions", help="Multi-turn sessions: synthetic, or a ShareGPT JSON file."),
     click.option("--session-turns", help="Turns per synthetic session (e.g. uniform:2-6; default fixed:4)."),
     click.option(
@@ -67,7 +70,15 @@ _OPTIONS: tuple[Callable[[Any], Any], ...] = (
 )
 PLAIN = (  # flags that are TrafficConfig fields as they are
     *("trace", "trace_format", "trace_block_size", "trace_time_unit", "trace_speedup", "trace_sample"),
-    *("trace_sample_by", "sessions", "session_turns", "think_time", "session_rate", "tokenizer"),
+    *(
+        "trace_sample_by",
+        "trace_sessions",
+        "sessions",
+        "session_turns",
+        "think_time",
+        "session_rate",
+        "tokenizer",
+    ),
 )
 
 

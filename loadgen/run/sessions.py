@@ -19,7 +19,7 @@ from typing import Any
 from loadgen.records import RequestRecord
 from loadgen.targets import Target
 from loadgen.transport.sse import ProtocolError, event_data, split_events
-from loadgen.workload.sessions import SessionPlan, SessionWorkload
+from loadgen.workload.sessions import SessionPlan, SessionWorkload, Turn
 from loadgen.workload.shard import perf_base
 
 _BODY = json.JSONEncoder(separators=(",", ":")).encode
@@ -45,6 +45,14 @@ def answer_of(reads: list[tuple[int, bytes]] | None) -> tuple[str, list[int] | N
     return "".join(texts), ids or None
 
 
+def next_due(start_ns: int, answered_ns: int, turn: Turn) -> int:
+    """When a turn is due: its think time after the previous answer ended, or, for a trace session's
+    turn, its recorded time unless the previous answer ended later (then right away)."""
+    if turn.at_ns is not None:
+        return max(start_ns + turn.at_ns, answered_ns)
+    return max(answered_ns, time.perf_counter_ns()) + round(turn.think_s * 1e9)
+
+
 class SessionDriver:
     """The run's sessions in flight; `on_done` wraps the dispatcher's to catch each answer."""
 
@@ -54,6 +62,8 @@ class SessionDriver:
         dispatcher = run.dispatcher
         self._forward = dispatcher.on_done
         dispatcher.on_done = self.on_done
+        # vLLM streams each chunk's token ids when asked: the next turn then holds the answer exactly
+        self.ask_token_ids = not workload.as_chat and getattr(target, "engine", "") == "vllm"
         limit = workload.max_concurrency
         self.slots = asyncio.Semaphore(limit) if limit else None
 
@@ -75,6 +85,8 @@ class SessionDriver:
             path, payload = self.target.build_payload(
                 spec, model=self.model, endpoint=cfg.endpoint, ignore_eos=cfg.ignore_eos
             )
+            if self.ask_token_ids:
+                payload["return_token_ids"] = True
             record = RequestRecord(
                 spec.index, f"{run.run_id}-{spec.index:06d}", False, due, spec.input_len, spec.output_len
             )
@@ -90,8 +102,7 @@ class SessionDriver:
                 return
             conversation.answered(text, ids)
             if turn + 1 < len(plan.turns):
-                due = max(done.done_ns or time.perf_counter_ns(), time.perf_counter_ns())
-                due += round(plan.turns[turn + 1].think_s * 1e9)
+                due = next_due(run.start_ns, done.done_ns or time.perf_counter_ns(), plan.turns[turn + 1])
 
     async def bounded(self, plan: SessionPlan, horizon: int | None) -> None:
         """One session under the `--max-concurrency` bound on sessions (when given)."""

@@ -38,11 +38,17 @@ TURN_SEPARATOR = "\n\n"  # between the parts of a text conversation on the compl
 
 @dataclass(frozen=True)
 class Turn:
-    """One planned turn: the new user part, the answer length asked for, the think time before it."""
+    """One planned turn: the new user part, the answer length asked for, the think time before it.
+
+    A turn of a trace session carries its whole prompt (`whole`: the trace's hash-id blocks stand for
+    the conversation it recorded) and its recorded send offset `at_ns`: it is due then, or as soon as
+    the previous answer has ended when that is later."""
 
     user: list[int] | str
     output_len: int
     think_s: float = 0.0
+    at_ns: int | None = None
+    whole: bool = False
 
 
 @dataclass(frozen=True)
@@ -82,6 +88,9 @@ class Conversation:
             return RequestSpec(
                 index, "", words, part.output_len, messages=list(self.messages), input_len_exact=False
             )
+        if part.whole:
+            self.prompt = part.user
+            return RequestSpec(index, part.user, len(part.user), part.output_len)
         if isinstance(part.user, list):
             prev = self.prompt if isinstance(self.prompt, list) else []
             self.prompt = prev + part.user
@@ -138,7 +147,7 @@ class SessionWorkload:
         """sha256 over every session's id, arrival and planned turns (the engine's answers excluded)."""
         digest = hashlib.sha256()
         for p in self.plans:
-            turns = [(t.user, t.output_len, t.think_s) for t in p.turns]
+            turns = [(t.user, t.output_len, t.think_s, t.at_ns) for t in p.turns]
             digest.update(f"{p.session_id}\t{p.arrival_ns}\t{turns}\n".encode())
         return f"sha256:{digest.hexdigest()}"
 

@@ -35,6 +35,8 @@ def check_traffic(t: TrafficConfig, endpoint: str) -> None:
     start, end = t.trace_start_s or 0.0, t.trace_end_s
     if start < 0 or (end is not None and end <= start):
         raise ConfigError(f"invalid trace window {start:g}-{end} s: need 0 <= --trace-start < --trace-end")
+    if t.trace_sessions and not t.trace:
+        raise ConfigError("--trace-sessions replays a trace's conversations: give --trace FILE")
     if t.trace and endpoint == "chat":
         raise ConfigError(
             "--trace sends token-id prompts, which --endpoint chat cannot take; use completions"
@@ -51,6 +53,10 @@ def build_traffic_workload(config: RunConfig) -> Any:
     """The workload the traffic options name (a trace, sessions, or a ShareGPT file)."""
     t = config.traffic
     assert t is not None
+    if t.trace and t.trace_sessions:
+        from loadgen.workload.trace_sessions import build_trace_sessions
+
+        return build_trace_sessions(config)
     if t.trace:
         from loadgen.workload.trace import TraceWorkload
 

@@ -28,6 +28,7 @@ class TrafficConfig:
     trace_end_s: float | None = None
     trace_sample: float | None = None  # keep this share of requests (or sessions), seeded
     trace_sample_by: str = "request"
+    trace_sessions: bool = False  # the trace's conversations as closed-loop sessions
     sessions: str | None = None  # "synthetic" or a ShareGPT-format JSON file of conversations
     session_turns: str = "fixed:4"  # turns per synthetic session (a length distribution)
     think_time: str = "fixed:0"  # seconds between an answer and the next turn (fixed:/uniform:/exponential:)

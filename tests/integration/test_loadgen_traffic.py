@@ -178,3 +178,28 @@ def test_cli_trace_with_save_result(tmp_path: Path) -> None:
     assert saved["mean_ttft_ms"] > 0
     assert f"vllm bench serve result: {tmp_path / 'vllm' / 'r.json'}" in out.output
     assert "trace lateness" in out.output
+
+
+async def test_trace_sessions_keep_recorded_times_unless_the_answer_is_later(tmp_path: Path) -> None:
+    # session a: turn 1 recorded 10 ms after turn 0, sooner than its answer (~30 ms): due at the answer
+    # session b: turn 1 recorded 600 ms after turn 0: due at its trace time
+    rows = [
+        {"t": 0.0, "input_len": 20, "output_len": 8, "hash_ids": [1, 2], "session_id": "a"},
+        {"t": 0.005, "input_len": 20, "output_len": 8, "hash_ids": [3, 4], "session_id": "b"},
+        {"t": 0.010, "input_len": 36, "output_len": 8, "hash_ids": [1, 2, 5], "session_id": "a"},
+        {"t": 0.605, "input_len": 36, "output_len": 8, "hash_ids": [3, 4, 6], "session_id": "b"},
+    ]  # fmt: skip
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    engine = FakeEngine(ttft_s=0.02, itl_s=0.001)
+    async with serve(engine.app()) as url:
+        traffic = TrafficConfig(trace=str(trace), trace_sessions=True)
+        result = await run_benchmark(loopback_config(url, tmp_path, traffic=traffic), progress=False)
+    lines = {(line["session_id"], line["turn_index"]): line for line in _lines(result.result_dir)}
+    assert set(lines) == {("a", 0), ("a", 1), ("b", 0), ("b", 1)}
+    assert lines[("a", 1)]["scheduled_s"] >= lines[("a", 0)]["last_token_s"] > 0.010  # the answer was later
+    assert round(lines[("b", 1)]["scheduled_s"] * NS) == round(0.605 * NS)  # the trace time
+    bodies = {(s.x_request_id or "").rsplit("-", 1)[1]: s.body for s in engine.streams}
+    a0, a1 = bodies[f"{lines[('a', 0)]['index']:06d}"], bodies[f"{lines[('a', 1)]['index']:06d}"]
+    assert a1["prompt"][:20] == a0["prompt"]  # hash ids 1, 2: a0 is block 1 and 4 tokens of block 2
+    assert result.summary["sessions"]["sessions_complete"] == 2
