@@ -75,7 +75,8 @@ def _hash_ids(raw: dict[str, Any], where: str, required: bool) -> tuple[int, ...
 
 
 def _mooncake(raw: dict[str, Any], where: str, line: int, scale: float) -> TraceRow:
-    session = raw.get("chat_id")  # Alibaba's; its root conversation is resolved by `_sessions`
+    # Alibaba's chat_id (its root conversation resolved by `_sessions`), or a session_id some tools write
+    session = raw.get("chat_id", raw.get("session_id"))
     return TraceRow(
         line,
         _number(raw, "timestamp", where) * scale,
