@@ -18,6 +18,11 @@ from loadgen.results.rundir import write_json
 LATENCIES = (("ttft", "ttft_s"), ("tpot", "tpot_s"), ("itl", "itl_s"), ("e2el", "e2e_s"))
 
 
+def _backend(config: RunConfig) -> str:
+    """vLLM's name for the endpoint kind: `openai` (completions) or `openai-chat`."""
+    return "openai-chat" if config.endpoint == "chat" else "openai"
+
+
 def _ms(value: Any) -> float | None:
     return None if value is None else float(value) * 1000.0
 
@@ -54,8 +59,8 @@ def vllm_result(
     peak_tokens, peak_flight = peak_output_rate(lines)
     out: dict[str, Any] = {
         "date": date,
-        "endpoint_type": "openai-chat" if config.endpoint == "chat" else "openai",
-        "backend": "openai-chat" if config.endpoint == "chat" else "openai",
+        "endpoint_type": _backend(config),
+        "backend": _backend(config),
         "label": label,
         "model_id": summary.get("model"),
         "tokenizer_id": traffic.tokenizer if traffic else None,
@@ -91,7 +96,7 @@ def file_for(pattern: str, config: RunConfig, model: str) -> Path:
     rate = "inf" if math.isinf(config.rate) else f"{config.rate:g}"
     return Path(
         pattern.format(
-            label=(traffic.result_label if traffic else None) or "openai",
+            label=(traffic.result_label if traffic else None) or _backend(config),
             rate=rate,
             concurrency=f"-concurrency{config.max_concurrency}" if config.max_concurrency else "",
             model=model.split("/")[-1] or "model",
