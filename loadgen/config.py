@@ -82,7 +82,10 @@ class RunConfig:
 
     @property
     def resolved_workload(self) -> str:
-        """The workload name, defaulting to token ids for completions and text for chat."""
+        """The workload name, defaulting to token ids for completions and text for chat (`trace`,
+        `sessions` or `sharegpt` under the traffic options)."""
+        if self.traffic is not None and self.traffic.kind != "none":
+            return self.traffic.kind
         if self.workload:
             return self.workload
         if self.dataset:
@@ -172,6 +175,9 @@ def validate(config: RunConfig) -> None:
         from loadgen.workload.traffic import check_traffic  # it imports this module
 
         check_traffic(config.traffic, config.endpoint)
+        if config.traffic.kind != "none" and (config.workload or config.dataset):
+            given = "--workload" if config.workload else "--dataset"
+            raise ConfigError(f"--{config.traffic.kind} and {given} are two workloads: give one")
 
 
 def _validate_combinations(config: RunConfig) -> None:

@@ -181,6 +181,8 @@ class EngineSpec:
     # (hit role, queried role): counters of prompt tokens found in / looked up in the prefix cache
     cache_counters: tuple[str, str] | None = None
     plays: tuple[str, ...] = ()  # a simulator: the engines it can answer as (no target preset of its own)
+    # a completions request field that makes the stream carry each chunk's token ids (None: none)
+    answer_ids_field: str | None = None
 
     def metric(self, role: str) -> str | None:
         """This engine's metric for a role (METRIC_ROLES), None when it has none."""

@@ -200,6 +200,10 @@ def run(ctx: click.Context, **params: Any) -> None:
         unknown_length = config.total_requests is None and math.isinf(config.rate)
         if (shard is not None or workers is not None) and unknown_length:
             raise ConfigError("a sharded run needs a known schedule: give --num-prompts or a finite --rate")
+        if (shard is not None or workers is not None) and config.traffic and config.traffic.closed_loop:
+            raise ConfigError(
+                "sessions cannot be sharded (each turn waits for its answer): drop --shard/--workers"
+            )
     except (ConfigError, click.UsageError) as exc:
         _fail(ctx, str(exc) if isinstance(exc, ConfigError) else exc.format_message())
     try:

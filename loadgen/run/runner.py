@@ -106,6 +106,10 @@ def sharded(
     and this slice's); a schedule of unknown length cannot be split (one-line ConfigError)."""
     if config.total_requests is None and math.isinf(config.rate):
         raise ConfigError("a sharded run needs a known schedule: give --num-prompts or a finite --rate")
+    if config.traffic is not None and config.traffic.closed_loop:
+        raise ConfigError(
+            "sessions cannot be sharded (each turn waits for its answer): drop --shard/--workers"
+        )
     if shard.start_at is not None:
         late_s = (datetime.now(UTC) - shard.start_at).total_seconds()
         if late_s > LATE_START_S:  # its backlog would go out at once: a burst the schedule never had

@@ -16,6 +16,7 @@ import json
 import time
 from typing import Any
 
+from infergauge.engines import ENGINES
 from loadgen.records import RequestRecord
 from loadgen.targets import Target
 from loadgen.transport.sse import ProtocolError, event_data, split_events
@@ -62,8 +63,10 @@ class SessionDriver:
         dispatcher = run.dispatcher
         self._forward = dispatcher.on_done
         dispatcher.on_done = self.on_done
-        # vLLM streams each chunk's token ids when asked: the next turn then holds the answer exactly
-        self.ask_token_ids = not workload.as_chat and getattr(target, "engine", "") == "vllm"
+        # an engine that streams each chunk's token ids when asked (vLLM): the next turn then holds
+        # the answer's exact ids
+        spec = ENGINES.get(getattr(target, "engine", ""))
+        self.ids_field = None if workload.as_chat or spec is None else spec.answer_ids_field
         limit = workload.max_concurrency
         self.slots = asyncio.Semaphore(limit) if limit else None
 
@@ -85,8 +88,8 @@ class SessionDriver:
             path, payload = self.target.build_payload(
                 spec, model=self.model, endpoint=cfg.endpoint, ignore_eos=cfg.ignore_eos
             )
-            if self.ask_token_ids:
-                payload["return_token_ids"] = True
+            if self.ids_field:
+                payload[self.ids_field] = True
             record = RequestRecord(
                 spec.index, f"{run.run_id}-{spec.index:06d}", False, due, spec.input_len, spec.output_len
             )

@@ -116,6 +116,7 @@ class SessionWorkload:
 
     def __init__(self, config: RunConfig, plans: list[SessionPlan], facts: dict[str, Any]) -> None:
         self.name, self.seed, self.plans, self.facts = "sessions", config.seed, plans, facts
+        self.sets_lengths = facts.get("source") != "synthetic"  # a file's or a trace's, not the flags'
         self.as_chat = config.endpoint == "chat"
         self.max_concurrency = config.max_concurrency
         self.think = parse_think_time(config.traffic.think_time if config.traffic else "fixed:0")

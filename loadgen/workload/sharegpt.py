@@ -104,6 +104,7 @@ class ShareGPTWorkload:
         assert traffic is not None
         assert traffic.sharegpt is not None
         self.name, self.seed, self.path = "sharegpt", config.seed, traffic.sharegpt
+        self.sets_lengths = True  # the file's (or --sharegpt-output-len)
         self.fixed_out = traffic.sharegpt_output_len
         conversations, self.sha256 = read_conversations(self.path)
         random.Random(config.seed).shuffle(conversations)

@@ -104,6 +104,7 @@ class TraceWorkload:
         assert traffic is not None
         assert traffic.trace is not None
         self.traffic, self.seed, self.name = traffic, config.seed, "trace"
+        self.sets_lengths = True  # the trace's, not --input-len / --output-len
         parsed, data = read_trace(traffic.trace, traffic.trace_format, traffic.trace_time_unit)
         self.fmt = parsed.fmt
         self.block_size = traffic.trace_block_size or parsed.block_size or BLOCK_SIZES[parsed.fmt]

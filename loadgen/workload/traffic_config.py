@@ -44,6 +44,11 @@ class TrafficConfig:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @property
+    def closed_loop(self) -> bool:
+        """Whether turns wait for answers (sessions, trace sessions): such a run cannot be sharded."""
+        return bool(self.sessions or (self.trace and self.trace_sessions))
+
+    @property
     def kind(self) -> str:
         """`trace`, `sessions`, `sharegpt` or `none` (only a result file asked for)."""
         if self.trace:

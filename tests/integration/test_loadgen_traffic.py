@@ -68,6 +68,8 @@ def test_a_trace_is_sent_on_schedule_and_fingerprinted(tmp_path: Path) -> None:
     assert 0 <= late["p50"] < LATENESS_P50_S
     assert late["p99"] < LATENESS_P99_S, late
     assert late["max"] >= late["p99"]
+    assert result.manifest["config"]["input_len"] is None  # the trace set the lengths, not --input-len
+    assert result.summary["scenario"] == "trace-medium"
     workload = result.manifest["workload"]
     assert workload["trace_sha256"] == "sha256:" + hashlib.sha256(trace.read_bytes()).hexdigest()
     assert workload["block_size"] == 16
@@ -102,8 +104,7 @@ async def test_each_turn_holds_the_previous_prompt_and_the_engines_answer(
     engine = FakeEngine(ttft_s=0.005, itl_s=0.001)
     traffic = TrafficConfig(sessions="synthetic", session_turns="fixed:3", think_time="fixed:50ms")
     async with serve(engine.app()) as url:
-        config = loopback_config(url, tmp_path, endpoint=endpoint, num_prompts=4, rate=20.0, traffic=traffic,
-                                 workload="random-text" if endpoint == "chat" else None)  # fmt: skip
+        config = loopback_config(url, tmp_path, endpoint=endpoint, num_prompts=4, rate=20.0, traffic=traffic)
         result = await run_benchmark(config, progress=False)
     assert result.exit_code == 0
     bodies = _by_index(engine)
@@ -132,6 +133,8 @@ async def test_each_turn_holds_the_previous_prompt_and_the_engines_answer(
     assert set(sessions["ttft_by_turn_s"]) == {"0", "1", "2"}
     assert sessions["session_duration_s"]["min"] > 2 * 0.05  # two think times at least
     assert result.manifest["workload"]["request_sequence_sha256"].startswith("sha256:")
+    assert result.manifest["config"]["workload"] == "sessions"
+    assert result.summary["scenario"] == "sessions-custom"
 
 
 async def test_max_concurrency_bounds_sessions(tmp_path: Path) -> None:
@@ -203,3 +206,13 @@ async def test_trace_sessions_keep_recorded_times_unless_the_answer_is_later(tmp
     a0, a1 = bodies[f"{lines[('a', 0)]['index']:06d}"], bodies[f"{lines[('a', 1)]['index']:06d}"]
     assert a1["prompt"][:20] == a0["prompt"]  # hash ids 1, 2: a0 is block 1 and 4 tokens of block 2
     assert result.summary["sessions"]["sessions_complete"] == 2
+
+
+def test_cli_sessions_cannot_be_sharded(tmp_path: Path) -> None:
+    args = ["--sessions", "synthetic", "--num-prompts", "4", "--rate", "2", "--shard", "0/2",
+            "--run-id", "r1", "--results-dir", str(tmp_path)]  # fmt: skip
+    out = CliRunner().invoke(run_command, args)
+    assert out.exit_code == 2
+    assert out.output.strip() == (
+        "Error: sessions cannot be sharded (each turn waits for its answer): drop --shard/--workers"
+    )

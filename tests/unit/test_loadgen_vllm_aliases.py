@@ -103,3 +103,16 @@ def test_the_result_has_vllms_keys_and_units() -> None:
     assert result["median_e2el_ms"] is None
     assert (result["completed"], result["failed"], result["request_rate"]) == (3, 1, "inf")
     assert peak_output_rate(lines) == (5.0, 2)  # second 0 holds 5 tokens, both requests in flight
+
+
+def test_a_traffic_workload_and_another_workload_are_one_line() -> None:
+    with pytest.raises(ConfigError, match=r"^--trace and --workload are two workloads: give one$"):
+        RunConfig(workload="random", traffic=TrafficConfig(trace="t.jsonl"))
+    with pytest.raises(ConfigError, match=r"^--trace and --sessions are two workloads"):
+        RunConfig(traffic=TrafficConfig(trace="t.jsonl", sessions="synthetic"))
+    with pytest.raises(ConfigError, match=r"^--trace-sessions replays a trace's conversations"):
+        RunConfig(traffic=TrafficConfig(trace_sessions=True))
+    assert (
+        RunConfig(traffic=TrafficConfig(sessions="synthetic"), endpoint="chat").resolved_workload
+        == "sessions"
+    )
