@@ -82,15 +82,31 @@ def read_conversations(path: str) -> tuple[list[tuple[str, list[Pair]]], str]:
     return out, f"sha256:{hashlib.sha256(data).hexdigest()}"
 
 
+ENGINE_TOKENIZER = "engine"  # `--tokenizer engine`: the engine's /tokenize, asked before the run
+
+
 class Lengths:
-    """Token counts of text: measured with the tokenizer when there is one, else estimated."""
+    """Token counts of text: measured with the tokenizer when there is one (a local one, or the
+    engine's /tokenize whose counts `counts` holds once measured), else estimated."""
 
     def __init__(self, tokenizer: str | None) -> None:
-        self.encode: Encode | None = load_tokenizer(tokenizer) if tokenizer else None
-        self.source = f"tokenizer {tokenizer}" if tokenizer else "estimated (4/3 tokens a word)"
+        self.from_engine = tokenizer == ENGINE_TOKENIZER
+        local = tokenizer if tokenizer and not self.from_engine else None
+        self.encode: Encode | None = load_tokenizer(local) if local else None
+        self.counts: dict[str, int] = {}
+        self.source = "estimated (4/3 tokens a word)"
+        if tokenizer:
+            self.source = "engine /tokenize" if self.from_engine else f"tokenizer {tokenizer}"
+
+    @property
+    def measured(self) -> bool:
+        """Whether lengths are measured (a local tokenizer, or the engine's counts), not estimated."""
+        return self.encode is not None or self.from_engine
 
     def of(self, text: str) -> int:
         """Tokens of `text` (at least 1)."""
+        if text in self.counts:
+            return max(1, self.counts[text])
         if self.encode is not None:
             return max(1, len(self.encode(text)))
         return max(1, round(len(text.split()) / WORDS_PER_TOKEN))
@@ -116,7 +132,7 @@ class ShareGPTWorkload:
         """The index-th request: conversation `index % n` of the shuffle."""
         prompt, reply = self.prompts[index % len(self.prompts)]
         n_out = self.fixed_out or (self.lengths.of(reply) if reply else 128)
-        exact = self.lengths.encode is not None
+        exact = self.lengths.measured
         if self.as_chat:
             messages = [{"role": "user", "content": prompt}]
             return RequestSpec(
@@ -126,6 +142,16 @@ class ShareGPTWorkload:
 
     def clip_to_model_len(self, max_model_len: int | None) -> None:
         """A dataset is sent as written."""
+
+    def texts_to_measure(self) -> list[str]:
+        """The texts whose lengths the engine's /tokenize should count (`--tokenizer engine`)."""
+        if not self.lengths.from_engine:
+            return []
+        return sorted({t for prompt, reply in self.prompts for t in (prompt, reply) if t})
+
+    def use_counts(self, counts: dict[str, int]) -> None:
+        """The engine's token counts of `texts_to_measure`."""
+        self.lengths.counts.update(counts)
 
     def describe(self) -> dict[str, Any]:
         """Workload facts for the manifest."""
@@ -142,18 +168,15 @@ class ShareGPTWorkload:
         return {**out, "definition_fingerprint": definition}
 
 
-def build_sharegpt_sessions(config: RunConfig) -> SessionWorkload:
-    """Multi-turn sessions from a ShareGPT file: one session per conversation (seeded shuffle,
-    cycled up to `--num-prompts` sessions), arriving open-loop."""
+def _plans(
+    config: RunConfig, conversations: list[tuple[str, list[Pair]]], lengths: Lengths
+) -> list[SessionPlan]:
+    """One session per conversation, cycled up to `--num-prompts`, arriving open-loop."""
     traffic = config.traffic
     assert traffic is not None
-    assert traffic.sessions is not None
-    conversations, sha = read_conversations(traffic.sessions)
-    random.Random(config.seed).shuffle(conversations)
-    lengths, think = Lengths(traffic.tokenizer), parse_think_time(traffic.think_time)
-    count = config.num_prompts or len(conversations)
+    think = parse_think_time(traffic.think_time)
     plans, first = [], 0
-    for s, arrival in enumerate(arrivals(config, count)):
+    for s, arrival in enumerate(arrivals(config, config.num_prompts or len(conversations))):
         conv_id, pairs = conversations[s % len(conversations)]
         rng = random.Random(f"{config.seed}:session:{s}")
         turns = tuple(
@@ -166,12 +189,44 @@ def build_sharegpt_sessions(config: RunConfig) -> SessionWorkload:
         )
         plans.append(SessionPlan(f"{conv_id}#{s}", arrival, turns, first))
         first += len(turns)
-    facts = {
-        "name": "sessions",
-        "source": "sharegpt",
-        "dataset": traffic.sessions,
-        "dataset_sha256": sha,
-        "lengths": lengths.source,
-        "prompt_kind": "text",
-    }
-    return SessionWorkload(config, plans, facts)
+    return plans
+
+
+class ShareGPTSessions(SessionWorkload):
+    """Sessions of a ShareGPT file; with `--tokenizer engine` re-planned once the engine has counted."""
+
+    def __init__(self, config: RunConfig, conversations: list[tuple[str, list[Pair]]], sha: str) -> None:
+        traffic = config.traffic
+        assert traffic is not None
+        assert traffic.sessions is not None
+        self.config, self.conversations, self.lengths = config, conversations, Lengths(traffic.tokenizer)
+        facts = {
+            "name": "sessions",
+            "source": "sharegpt",
+            "dataset": traffic.sessions,
+            "dataset_sha256": sha,
+            "lengths": self.lengths.source,
+            "prompt_kind": "text",
+        }
+        super().__init__(config, _plans(config, conversations, self.lengths), facts)
+
+    def texts_to_measure(self) -> list[str]:
+        """The replies that size the answers (`--tokenizer engine`)."""
+        if not self.lengths.from_engine:
+            return []
+        return sorted({reply for _, pairs in self.conversations for _, reply in pairs if reply})
+
+    def use_counts(self, counts: dict[str, int]) -> None:
+        """The engine's counts: the sessions are planned again with them."""
+        self.lengths.counts.update(counts)
+        self.plans = _plans(self.config, self.conversations, self.lengths)
+
+
+def build_sharegpt_sessions(config: RunConfig) -> SessionWorkload:
+    """Multi-turn sessions from a ShareGPT file: one session per conversation (seeded shuffle,
+    cycled up to `--num-prompts` sessions), arriving open-loop."""
+    assert config.traffic is not None
+    assert config.traffic.sessions is not None
+    conversations, sha = read_conversations(config.traffic.sessions)
+    random.Random(config.seed).shuffle(conversations)
+    return ShareGPTSessions(config, conversations, sha)

@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
 from click.testing import CliRunner
 
 from loadgen.cli.run import run as run_command
-from loadgen.config import RunConfig
+from loadgen.config import ConfigError, RunConfig
 from loadgen.run.runner import run_benchmark, run_benchmark_sync
 from loadgen.workload.traffic_config import TrafficConfig
 from tests.loadgen_servers import FakeEngine, loopback_config, serve
@@ -216,3 +217,48 @@ def test_cli_sessions_cannot_be_sharded(tmp_path: Path) -> None:
     assert out.output.strip() == (
         "Error: sessions cannot be sharded (each turn waits for its answer): drop --shard/--workers"
     )
+
+
+async def _word_tokenize(request: web.Request) -> web.Response:
+    body = await request.json()
+    return web.json_response({"count": len(body["prompt"].split()), "tokens": body["prompt"].split()})
+
+
+@pytest.mark.parametrize("kind", ["sharegpt", "sessions"])
+async def test_engine_tokenize_measures_sharegpt_lengths(tmp_path: Path, kind: str) -> None:
+    data = [{"id": "c", "conversations": [
+        {"from": "human", "value": "one two three four five"}, {"from": "gpt", "value": "a b c"},
+        {"from": "human", "value": "six seven"}, {"from": "gpt", "value": "d e f g h i j"}]}]  # fmt: skip
+    path = tmp_path / "sg.json"
+    path.write_text(json.dumps(data))
+    engine = FakeEngine(ttft_s=0.001, itl_s=0.001)
+    app = engine.app()
+    app.router.add_post("/tokenize", _word_tokenize)  # one token a word: what the engine would count
+    traffic = TrafficConfig(tokenizer="engine", **{kind: str(path)})  # type: ignore[arg-type]
+    async with serve(app) as url:
+        config = loopback_config(url, tmp_path, num_prompts=1, traffic=traffic, endpoint="chat")
+        result = await run_benchmark(config, progress=False)
+    assert result.exit_code == 0
+    assert result.manifest["workload"]["lengths"] == "engine /tokenize"
+    asked = [s.body["max_tokens"] for s in engine.streams]
+    lines = _lines(result.result_dir)
+    if kind == "sharegpt":
+        assert asked == [3]  # the reply "a b c", counted by the engine
+        assert lines[0]["input_len"] == 5  # the prompt's 5 words
+    else:
+        assert asked == [3, 7]  # each turn's answer sized by the reply after it
+
+
+async def test_engine_without_tokenize_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "sg.json"
+    path.write_text(
+        json.dumps([{"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}]}])
+    )
+    engine = FakeEngine()
+    async with serve(engine.app()) as url:
+        config = loopback_config(url, tmp_path, traffic=TrafficConfig(sharegpt=str(path), tokenizer="engine"))
+        with pytest.raises(
+            ConfigError, match=r"^--tokenizer engine: .*/tokenize answered HTTP 40\d; pass --tokenizer DIR"
+        ):
+            await run_benchmark(config, progress=False)
+    assert engine.streams == []  # nothing sent
