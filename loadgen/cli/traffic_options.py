@@ -47,7 +47,11 @@ _OPTIONS: tuple[Callable[[Any], Any], ...] = (
         "--think-time", help="Between an answer and the next turn: fixed:2s | uniform:1s-3s | exponential:2s."
     ),
     click.option("--session-rate", type=float, help="Sessions per second (default --rate)."),
-    click.option("--tokenizer", type=click.Path(), help="Local tokenizer dir for measured ShareGPT lengths."),
+    click.option(
+        "--tokenizer",
+        type=click.Path(),
+        help="Tokenizer dir, or 'engine' (its /tokenize), for ShareGPT lengths.",
+    ),
     click.option("--dataset-name", type=click.Choice(DATASET_NAMES), help="vllm bench serve alias."),
     click.option("--dataset-path", type=click.Path(dir_okay=False), help="vllm alias: sharegpt/custom file."),
     click.option("--random-input-len", type=int, help="vllm alias (default 1024)."),

@@ -111,6 +111,7 @@ class TraceWorkload:
         self.file_sha256 = hashlib.sha256(data).hexdigest()
         self.file_rows = len(parsed.rows)
         self.planned = plan_rows(parsed.rows, config, traffic)
+        self._sequence: str | None = None
 
     def schedule(self) -> list[int]:
         """The send offsets (ns), one per planned request."""
@@ -130,13 +131,17 @@ class TraceWorkload:
         """A trace is replayed as recorded: never clipped."""
 
     def sequence_sha256(self) -> str:
-        """sha256 over every planned request (canonical form) and its offset, in order."""
+        """sha256 over every planned request (canonical form) and its offset, in order (computed once:
+        about 1.4 ms a request of 7,000 tokens on the development VM)."""
+        if self._sequence is not None:
+            return self._sequence
         digest = hashlib.sha256()
         for index, planned in enumerate(self.planned):
             digest.update(
                 f"{planned.offset_ns}\t".encode() + self.request(index).canonical().encode() + b"\n"
             )
-        return f"sha256:{digest.hexdigest()}"
+        self._sequence = f"sha256:{digest.hexdigest()}"
+        return self._sequence
 
     def describe(self) -> dict[str, Any]:
         """Workload facts for the manifest: the file's and the generated sequence's fingerprints."""
