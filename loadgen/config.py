@@ -278,6 +278,16 @@ FIELD_NAMES = {f.name for f in dataclasses.fields(RunConfig)}
 ALIASES = {"duration": "duration_s", "request_timeout": "request_timeout_s", "linger": "linger_s"}
 
 
+def _traffic(value: Any) -> TrafficConfig:
+    """A YAML `traffic:` mapping -> TrafficConfig (one line naming a bad key or value)."""
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"invalid traffic {value!r}: expected a mapping (trace: FILE, sessions: ...)")
+    try:
+        return traffic_from_mapping(dict(value))
+    except (KeyError, TypeError) as exc:
+        raise ConfigError(str(exc).strip("'\"")) from None
+
+
 def _coerce(name: str, value: Any) -> Any:
     """Turn a YAML/env value into the field's type (strings from the environment included)."""
     if value is None:
@@ -288,11 +298,8 @@ def _coerce(name: str, value: Any) -> Any:
         return parse_rate(value)
     if name in ("duration_s", "request_timeout_s", "linger_s") and isinstance(value, str):
         return parse_duration(value, name)
-    if name == "traffic" and isinstance(value, Mapping):
-        try:
-            return traffic_from_mapping(dict(value))
-        except (KeyError, TypeError) as exc:
-            raise ConfigError(str(exc).strip("'\"")) from None
+    if name == "traffic":
+        return _traffic(value)
     if name == "sim_args":
         return tuple(str(v) for v in (value.split() if isinstance(value, str) else value))
     default = RunConfig.__dataclass_fields__[name].default

@@ -4,6 +4,7 @@ values are one-line errors, and `--save-result` has vLLM's result keys."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -116,3 +117,18 @@ def test_a_traffic_workload_and_another_workload_are_one_line() -> None:
         RunConfig(traffic=TrafficConfig(sessions="synthetic"), endpoint="chat").resolved_workload
         == "sessions"
     )
+
+
+def test_a_run_yaml_takes_a_traffic_mapping(tmp_path: Path) -> None:
+    from loadgen.config import env_overrides, load_yaml, resolve
+
+    path = tmp_path / "run.yaml"
+    path.write_text("traffic:\n  trace: t.jsonl\n  trace-speedup: 2\n")
+    config = resolve(load_yaml(path), {}, {})
+    assert config.traffic == TrafficConfig(trace="t.jsonl", trace_speedup=2)
+    assert config.to_manifest()["traffic"]["trace_speedup"] == 2
+    path.write_text("traffic:\n  trace: t.jsonl\n  speed: 2\n")
+    with pytest.raises(ConfigError, match=r"run\.yaml:1: unknown traffic key\(s\) speed; valid: trace, "):
+        load_yaml(path)
+    with pytest.raises(ConfigError, match=r"invalid traffic 'x': expected a mapping"):
+        env_overrides({"LOADGEN_TRAFFIC": "x"})
