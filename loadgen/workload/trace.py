@@ -112,6 +112,7 @@ class TraceWorkload:
         self.file_rows = len(parsed.rows)
         self.planned = plan_rows(parsed.rows, config, traffic)
         self._sequence: str | None = None
+        self._turns: list[int | None] | None = None
 
     def schedule(self) -> list[int]:
         """The send offsets (ns), one per planned request."""
@@ -123,9 +124,19 @@ class TraceWorkload:
         prompt = prompt_tokens(self.seed, index, row.input_len, row.hash_ids, self.block_size)
         return RequestSpec(index, prompt, row.input_len, row.output_len)
 
-    def session_of(self, index: int) -> str | None:
-        """The trace's session (conversation) of the index-th request, when it has one."""
-        return self.planned[index].row.session
+    def session_turn(self, index: int) -> tuple[str | None, int | None]:
+        """(session, turn index) of the index-th request in the trace's conversations ((None, None)
+        when the trace names none): recorded on its requests.jsonl line."""
+        if self._turns is None:
+            seen: dict[str, int] = {}
+            self._turns = []
+            for p in self.planned:
+                session = p.row.session
+                self._turns.append(None if session is None else seen.setdefault(session, 0))
+                if session is not None:
+                    seen[session] += 1
+        turn = self._turns[index]
+        return (None, None) if turn is None else (self.planned[index].row.session, turn)
 
     def clip_to_model_len(self, max_model_len: int | None) -> None:
         """A trace is replayed as recorded: never clipped."""

@@ -85,7 +85,10 @@ def traffic_summary(workload: Any, records: Sequence[RequestRecord]) -> dict[str
     """The summary blocks of a trace replay (`schedule_fidelity`) or of sessions (`sessions`)."""
     name = getattr(workload, "name", None)
     if name == "trace":
-        return {"schedule_fidelity": schedule_fidelity(records, "trace")}
+        out: dict[str, Any] = {"schedule_fidelity": schedule_fidelity(records, "trace")}
+        if any(r.session_id is not None for r in records):  # the trace's conversations, open loop
+            out["sessions"] = session_facts(records)
+        return out
     if name == "sessions":
         return {
             "sessions": session_facts(records),

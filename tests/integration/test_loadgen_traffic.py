@@ -62,6 +62,10 @@ def test_a_trace_is_sent_on_schedule_and_fingerprinted(tmp_path: Path) -> None:
     assert all(line["outcome"] == "ok" for line in lines)
     for line in lines:  # scheduled at the trace's own time (0.03 s apart), to the nanosecond
         assert round(line["scheduled_s"] * NS) == round(line["index"] * 0.03 * NS)
+        # the trace's conversations: row i is turn i // 5 of session s{i % 5}
+        assert (line["session_id"], line["turn_index"]) == (f"s{line['index'] % 5}", line["index"] // 5)
+    assert result.summary["sessions"]["sessions"] == 5
+    assert set(result.summary["sessions"]["ttft_by_turn_s"]) == {str(k) for k in range(16)}
     fidelity = result.summary["schedule_fidelity"]
     assert fidelity["reference"] == "trace"
     assert fidelity["requests"] == 80
