@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -171,17 +170,17 @@ def _traffic(v: dict[str, Any]) -> dict[str, Any]:
     return traffic
 
 
-def result_path(v: dict[str, Any], now: datetime | None = None) -> str | None:
+def result_path(v: dict[str, Any]) -> str | None:
     """Where `--save-result` writes: --result-dir / --result-filename, else vLLM's file name pattern
     `{label}-{rate}qps[-concurrency{N}]-{model}-{date}.json` (the model is filled in after the run)."""
     if not v.get("save_result"):
         return None
     if v.get("result_filename"):
-        name = str(v["result_filename"])
+        name = str(v["result_filename"]).replace("{", "{{").replace("}", "}}")  # taken as written
     else:
-        stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
-        name = f"{{label}}-{{rate}}qps{{concurrency}}-{{model}}-{stamp}.json"
-    return str(Path(v.get("result_dir") or ".") / name)
+        name = "{label}-{rate}qps{concurrency}-{model}-{date}.json"  # filled in after the run
+    folder = str(v.get("result_dir") or ".").replace("{", "{{").replace("}", "}}")
+    return str(Path(folder) / name)
 
 
 def traffic_fields(flags: dict[str, Any]) -> dict[str, Any]:

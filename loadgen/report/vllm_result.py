@@ -28,26 +28,29 @@ def _ms(value: Any) -> float | None:
 
 
 def peak_output_rate(lines: Iterable[dict[str, Any]]) -> tuple[float, int]:
-    """(max output tokens in any one-second bucket of the run, requests in flight in that bucket),
-    as vLLM's `max_output_tokens_per_s` / `max_concurrent_requests`: token times are the first
-    token plus the running sum of the ITLs."""
+    """(`max_output_tokens_per_s`, `max_concurrent_requests`) as vLLM computes them over the ok
+    requests: output tokens counted in one-second buckets from the first send (token times = first
+    token + the running sum of the ITLs), and the peak of requests in flight over [send, end)
+    (a sweep line; an end before a start at the same instant)."""
+    ok = [line for line in lines if line.get("outcome") == "ok" and line.get("first_token_s") is not None]
+    if not ok:
+        return 0.0, 0
+    origin = min(float(line["sent_s"]) for line in ok)
     tokens: Counter[int] = Counter()
-    spans: list[tuple[float, float]] = []
-    for line in lines:
-        first = line.get("first_token_s")
-        if line.get("outcome") != "ok" or first is None:
-            continue
-        t = float(first)
-        tokens[int(t)] += 1
+    events: list[tuple[float, int]] = []
+    for line in ok:
+        t = float(line["first_token_s"])
+        tokens[int(t - origin)] += 1
         for gap in line.get("itl_s") or ():
             t += float(gap)
-            tokens[int(t)] += 1
-        spans.append((float(line.get("sent_s") or 0.0), t))
-    if not tokens:
-        return 0.0, 0
-    second, peak = max(tokens.items(), key=lambda kv: (kv[1], -kv[0]))
-    in_flight = sum(1 for start, end in spans if start < second + 1 and end >= second)
-    return float(peak), in_flight
+            tokens[int(t - origin)] += 1
+        end = line.get("done_s") if line.get("done_s") is not None else line.get("last_token_s")
+        events += [(float(line["sent_s"]), 1), (float(end if end is not None else t), -1)]
+    level = peak = 0
+    for _, delta in sorted(events):
+        level += delta
+        peak = max(peak, level)
+    return float(max(tokens.values())), peak
 
 
 def vllm_result(
@@ -90,16 +93,17 @@ def vllm_result(
     return out
 
 
-def file_for(pattern: str, config: RunConfig, model: str) -> Path:
+def file_for(pattern: str, config: RunConfig, model: str, date: str) -> Path:
     """Fill vLLM's default name pattern (label, rate, concurrency, model) into the path."""
     traffic = config.traffic
-    rate = "inf" if math.isinf(config.rate) else f"{config.rate:g}"
+    rate = str(config.rate)  # vLLM's `{args.request_rate}`: 20.0, inf
     return Path(
         pattern.format(
             label=(traffic.result_label if traffic else None) or _backend(config),
             rate=rate,
             concurrency=f"-concurrency{config.max_concurrency}" if config.max_concurrency else "",
             model=model.split("/")[-1] or "model",
+            date=date,
         )
     )
 
@@ -112,8 +116,8 @@ def save_vllm_result(config: RunConfig, run_dir: Path, summary: dict[str, Any]) 
     requests = run_dir / "requests.jsonl"
     if requests.is_file():
         lines = [json.loads(line) for line in requests.read_text().splitlines() if line.strip()]
-    path = file_for(config.traffic.save_result, config, str(summary.get("model") or ""))
-    date = datetime.now().strftime("%Y%m%d-%H%M%S")
+    date = datetime.now().strftime("%Y%m%d-%H%M%S")  # one stamp for the name and the `date` key
+    path = file_for(config.traffic.save_result, config, str(summary.get("model") or ""), date)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json(path, vllm_result(config, summary, lines, date))
     return path

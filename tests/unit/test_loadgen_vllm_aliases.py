@@ -11,7 +11,7 @@ import pytest
 
 from loadgen.cli.traffic_options import traffic_fields
 from loadgen.config import ConfigError, RunConfig
-from loadgen.report.vllm_result import peak_output_rate, vllm_result
+from loadgen.report.vllm_result import file_for, peak_output_rate, vllm_result
 from loadgen.workload.traffic_config import TrafficConfig
 
 # vllm/benchmarks/serve.py: the keys of result_json with the default --percentile-metrics
@@ -132,3 +132,14 @@ def test_a_run_yaml_takes_a_traffic_mapping(tmp_path: Path) -> None:
         load_yaml(path)
     with pytest.raises(ConfigError, match=r"invalid traffic 'x': expected a mapping"):
         env_overrides({"LOADGEN_TRAFFIC": "x"})
+
+
+def test_the_default_file_name_is_vllms() -> None:
+    pattern = _fields(save_result=True, result_dir="out{1}")["traffic"].save_result
+    config = RunConfig(rate=20.0, max_concurrency=2, endpoint="chat")
+    # vLLM: f"{label}-{args.request_rate}qps-concurrency{N}-{base_model_id}-{current_dt}.json"
+    assert str(file_for(pattern, config, "org/llama-8b", "20261201-120000")) == (
+        "out{1}/openai-chat-20.0qps-concurrency2-llama-8b-20261201-120000.json"
+    )
+    named = _fields(save_result=True, result_filename="r{x}.json")["traffic"].save_result
+    assert str(file_for(named, RunConfig(), "m", "d")) == "r{x}.json"
