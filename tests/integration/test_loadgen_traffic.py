@@ -266,3 +266,19 @@ async def test_engine_without_tokenize_is_one_line(tmp_path: Path) -> None:
         ):
             await run_benchmark(config, progress=False)
     assert engine.streams == []  # nothing sent
+
+
+async def test_the_same_seed_reproduces_the_session_fingerprints(tmp_path: Path) -> None:
+    traffic = TrafficConfig(sessions="synthetic", session_turns="uniform:1-3", think_time="uniform:1ms-5ms")
+    workloads = []
+    for seed in (11, 11, 12):
+        engine = FakeEngine(ttft_s=0.002, itl_s=0.001)
+        async with serve(engine.app()) as url:
+            config = loopback_config(url, tmp_path, seed=seed, num_prompts=5, rate=50.0, traffic=traffic)
+            workloads.append((await run_benchmark(config, progress=False)).manifest["workload"])
+    a, b, c = workloads
+    # `fingerprint` (what was sent, in send order) is left out: closed-loop turns of overlapping
+    # sessions interleave as the engine answers
+    for key in ("request_sequence_sha256", "schedule_fingerprint", "definition_fingerprint"):
+        assert a[key] == b[key], key
+    assert c["request_sequence_sha256"] != a["request_sequence_sha256"]
