@@ -52,18 +52,24 @@ _OPTIONS: tuple[Callable[[Any], Any], ...] = (
         help="Tokenizer dir, or 'engine' (its /tokenize), for ShareGPT lengths.",
     ),
     click.option("--dataset-name", type=click.Choice(DATASET_NAMES), help="vllm bench serve alias."),
-    click.option("--dataset-path", type=click.Path(dir_okay=False), help="vllm alias: sharegpt/custom file."),
-    click.option("--random-input-len", type=int, help="vllm alias (default 1024)."),
-    click.option("--random-output-len", type=int, help="vllm alias (default 128)."),
-    click.option("--random-range-ratio", type=float, help="vllm alias: lengths uniform in L(1-R)..L(1+R)."),
-    click.option("--random-prefix-len", type=int, help="vllm alias: one shared prefix of N tokens."),
-    click.option("--prefix-repetition-prefix-len", type=int, help="vllm alias (default 256)."),
-    click.option("--prefix-repetition-suffix-len", type=int, help="vllm alias (default 256)."),
-    click.option("--prefix-repetition-num-prefixes", type=int, help="vllm alias (default 10)."),
-    click.option("--prefix-repetition-output-len", type=int, help="vllm alias (default 128)."),
-    click.option("--sharegpt-output-len", type=int, help="vllm alias: fixed output length for sharegpt."),
-    click.option("--custom-output-len", type=int, help="vllm alias (default 256)."),
-    click.option("--request-rate", help="vllm alias of --rate."),
+    click.option(
+        "--dataset-path", type=click.Path(dir_okay=False), help="As vllm bench serve: sharegpt/custom file."
+    ),
+    click.option("--random-input-len", type=int, help="As vllm bench serve (default 1024)."),
+    click.option("--random-output-len", type=int, help="As vllm bench serve (default 128)."),
+    click.option(
+        "--random-range-ratio", type=float, help="As vllm bench serve: lengths uniform in L(1-R)..L(1+R)."
+    ),
+    click.option("--random-prefix-len", type=int, help="As vllm bench serve: one shared prefix of N tokens."),
+    click.option("--prefix-repetition-prefix-len", type=int, help="As vllm bench serve (default 256)."),
+    click.option("--prefix-repetition-suffix-len", type=int, help="As vllm bench serve (default 256)."),
+    click.option("--prefix-repetition-num-prefixes", type=int, help="As vllm bench serve (default 10)."),
+    click.option("--prefix-repetition-output-len", type=int, help="As vllm bench serve (default 128)."),
+    click.option(
+        "--sharegpt-output-len", type=int, help="As vllm bench serve: fixed output length for sharegpt."
+    ),
+    click.option("--custom-output-len", type=int, help="As vllm bench serve (default 256)."),
+    click.option("--request-rate", help="As vllm bench serve: --rate."),
     click.option(
         "--save-result", is_flag=True, default=None, help="Also write vllm bench serve's result JSON."
     ),
