@@ -171,6 +171,8 @@ class EngineSpec:
     model_info_paths: tuple[str, ...] = ()
     server_info: ServerInfo = ServerInfo()
     version_path: str | None = None
+    # a completions request field that makes the stream carry each chunk's token ids (None: none)
+    answer_ids_field: str | None = None
     info_metric: InfoMetric | None = None
     readiness_path: str = "/health"  # 200 = ready to serve; any HTTP answer = answering
     readiness_timeout_s: float = 1.0  # how long its readiness answer may take when healthy
@@ -181,8 +183,6 @@ class EngineSpec:
     # (hit role, queried role): counters of prompt tokens found in / looked up in the prefix cache
     cache_counters: tuple[str, str] | None = None
     plays: tuple[str, ...] = ()  # a simulator: the engines it can answer as (no target preset of its own)
-    # a completions request field that makes the stream carry each chunk's token ids (None: none)
-    answer_ids_field: str | None = None
 
     def metric(self, role: str) -> str | None:
         """This engine's metric for a role (METRIC_ROLES), None when it has none."""
