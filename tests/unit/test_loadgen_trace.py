@@ -195,3 +195,18 @@ def test_the_same_seed_reproduces_the_sequence_and_schedule_fingerprints(tmp_pat
 def test_window_with_nothing_in_it_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no request left after the window"):
         TraceWorkload(_config(_rows(tmp_path), trace_start_s=50.0))
+
+
+def test_format_time_unit_and_block_size_can_be_named(tmp_path: Path) -> None:
+    # Mooncake-shaped rows whose timestamps are in seconds, with 64-token blocks
+    path = _jsonl(
+        tmp_path / "m.jsonl",
+        [{"timestamp": t, "input_length": 100, "output_length": 2, "hash_ids": [1, 2]} for t in (0, 1.5)],
+    )
+    default = TraceWorkload(_config(path))
+    assert (default.fmt, default.block_size, default.schedule()) == ("mooncake", 512, [0, 1_500_000])  # ms
+    named = TraceWorkload(_config(path, trace_format="alibaba", trace_time_unit="s", trace_block_size=64))
+    assert (named.fmt, named.block_size, named.schedule()) == ("alibaba", 64, [0, 1_500_000_000])
+    # 100 tokens in 64-token blocks: block 1 whole, then 36 tokens of block 2
+    assert named.request(0).prompt == list(block_tokens(42, 1, 64) + block_tokens(42, 2, 64)[:36])
+    assert named.describe()["definition_fingerprint"] != default.describe()["definition_fingerprint"]
