@@ -18,6 +18,7 @@ import yaml
 from infergauge.engines import ENGINES
 from infergauge.redact import redact_url
 from loadgen.workload.distributions import SpecError, parse_length
+from loadgen.workload.traffic_config import TrafficConfig, traffic_from_mapping
 
 NO_EXPORTER = "none"  # --exporter-url none: attach no exporter (its facts are recorded as missing)
 
@@ -84,13 +85,17 @@ class RunConfig:
     grafana_token: str | None = field(default=None, repr=False)
     extra_manifest: dict[str, Any] = field(default_factory=dict)
     http_client: str = "raw"  # the load's transport: loadgen.transport.rawhttp, or aiohttp
+    traffic: TrafficConfig | None = None  # trace replay, sessions, ShareGPT files (docs/workloads.md)
 
     def __post_init__(self) -> None:
         validate(self)
 
     @property
     def resolved_workload(self) -> str:
-        """The workload name, defaulting to token ids for completions and text for chat."""
+        """The workload name, defaulting to token ids for completions and text for chat (`trace`,
+        `sessions` or `sharegpt` under the traffic options)."""
+        if self.traffic is not None and self.traffic.kind != "none":
+            return self.traffic.kind
         if self.workload:
             return self.workload
         if self.dataset:
@@ -131,6 +136,8 @@ class RunConfig:
                 value = "inf"
             elif isinstance(value, tuple):
                 value = list(value)
+            elif isinstance(value, TrafficConfig):
+                value = value.to_manifest()
             out[f.name] = value
         out["workload"] = self.resolved_workload
         out["input_len"], out["output_len"] = self.lengths
@@ -174,6 +181,13 @@ def validate(config: RunConfig) -> None:
     if config.metrics_port > 65535:
         raise ConfigError(f"invalid metrics_port {config.metrics_port!r}: must be 0-65535")
     _validate_combinations(config)
+    if config.traffic is not None:
+        from loadgen.workload.traffic import check_traffic  # it imports this module
+
+        check_traffic(config.traffic, config.endpoint)
+        if config.traffic.kind != "none" and (config.workload or config.dataset):
+            given = "--workload" if config.workload else "--dataset"
+            raise ConfigError(f"--{config.traffic.kind} and {given} are two workloads: give one")
 
 
 def _validate_combinations(config: RunConfig) -> None:
@@ -193,7 +207,9 @@ def _validate_combinations(config: RunConfig) -> None:
         raise ConfigError(
             "workload 'random' sends token ids, which chat cannot take; use --workload random-text"
         )
-    if math.isinf(config.rate) and config.total_requests is None and config.max_concurrency is None:
+    own_schedule = config.traffic is not None and config.traffic.kind in ("trace", "sessions")
+    bounded = config.max_concurrency or own_schedule
+    if math.isinf(config.rate) and config.total_requests is None and not bounded:
         raise ConfigError("rate 'inf' with only --duration needs --max-concurrency (or give --num-prompts)")
     for spec in (config.input_len, config.output_len):
         if spec is not None:
@@ -278,6 +294,16 @@ FIELD_NAMES = {f.name for f in dataclasses.fields(RunConfig)}
 ALIASES = {"duration": "duration_s", "request_timeout": "request_timeout_s", "linger": "linger_s"}
 
 
+def _traffic(value: Any) -> TrafficConfig:
+    """A YAML `traffic:` mapping -> TrafficConfig (one line naming a bad key or value)."""
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"invalid traffic {value!r}: expected a mapping (trace: FILE, sessions: ...)")
+    try:
+        return traffic_from_mapping(dict(value))
+    except (KeyError, TypeError) as exc:
+        raise ConfigError(str(exc).strip("'\"")) from None
+
+
 def _coerce(name: str, value: Any) -> Any:
     """Turn a YAML/env value into the field's type (strings from the environment included)."""
     if value is None:
@@ -288,6 +314,8 @@ def _coerce(name: str, value: Any) -> Any:
         return parse_rate(value)
     if name in ("duration_s", "request_timeout_s", "linger_s") and isinstance(value, str):
         return parse_duration(value, name)
+    if name == "traffic":
+        return _traffic(value)
     if name == "sim_args":
         return tuple(str(v) for v in (value.split() if isinstance(value, str) else value))
     default = RunConfig.__dataclass_fields__[name].default

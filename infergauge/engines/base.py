@@ -158,6 +158,8 @@ class EngineSpec:
     model_info_paths: tuple[str, ...] = ()
     server_info: ServerInfo = ServerInfo()
     version_path: str | None = None
+    # a completions request field that makes the stream carry each chunk's token ids (None: none)
+    answer_ids_field: str | None = None
     info_metric: InfoMetric | None = None
     readiness_path: str = "/health"  # 200 = ready to serve; any HTTP answer = answering
     readiness_timeout_s: float = 1.0  # how long its readiness answer may take when healthy

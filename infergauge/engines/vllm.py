@@ -133,6 +133,7 @@ SPEC = EngineSpec(
         },
     ),
     flush_path="/reset_prefix_cache",
+    answer_ids_field="return_token_ids",  # streamed as each chunk's `token_ids` (sessions use them)
     flush_needs="VLLM_SERVER_DEV_MODE=1",
     metrics=METRICS,
     startup_timeout_s=600.0,  # model load + torch.compile + CUDA graph capture take minutes

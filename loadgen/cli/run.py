@@ -23,6 +23,7 @@ import click
 from infergauge import engines
 from loadgen.cli.shard_options import SCALE_KEYS, scale_options, shard_plan, worker_count
 from loadgen.cli.store import STORE_ENV, store_option
+from loadgen.cli.traffic_options import traffic_fields, traffic_options
 from loadgen.config import (
     ARRIVALS,
     ENDPOINTS,
@@ -99,7 +100,7 @@ def _flag_values(params: Mapping[str, Any]) -> dict[str, Any]:
         flags["linger_s"] = float(flags.pop("linger"))
     if "slo" in flags:
         flags["slo"] = parse_slo(flags["slo"])
-    return flags
+    return traffic_fields(flags)  # trace / sessions / ShareGPT flags and the vllm bench serve aliases
 
 
 def build_config(params: Mapping[str, Any], extra: list[str], environ: Mapping[str, str]) -> RunConfig:
@@ -199,6 +200,7 @@ def _raise_fd_limit() -> None:
     help="Load transport: raw (default: minimal HTTP/1.1 on asyncio.Protocol) or aiohttp.",
 )
 @scale_options
+@traffic_options
 @click.pass_context
 def run(ctx: click.Context, **params: Any) -> None:
     """Run a benchmark: `loadgen --target sglang --rate 10` (extra `--sim-X V` go to the simulator)."""
@@ -216,6 +218,10 @@ def run(ctx: click.Context, **params: Any) -> None:
         unknown_length = config.total_requests is None and math.isinf(config.rate)
         if (shard is not None or workers is not None) and unknown_length:
             raise ConfigError("a sharded run needs a known schedule: give --num-prompts or a finite --rate")
+        if (shard is not None or workers is not None) and config.traffic and config.traffic.closed_loop:
+            raise ConfigError(
+                "sessions cannot be sharded (each turn waits for its answer): drop --shard/--workers"
+            )
     except (ConfigError, click.UsageError) as exc:
         _fail(ctx, str(exc) if isinstance(exc, ConfigError) else exc.format_message())
     try:
@@ -276,6 +282,11 @@ def _show(
     warning = cache_warning(result.run_id, result.manifest.get("cache") or {})
     if warning:
         click.echo(warning, err=True)
+    from loadgen.report.vllm_result import save_vllm_result
+
+    saved = save_vllm_result(config, result.result_dir, result.summary)
+    if saved is not None:
+        click.echo(f"vllm bench serve result: {saved}", err=True)
     # the row first: a record not fully written stays the last line the user reads
     store_run(store, config.results_dir, result.run_id, lambda line: click.echo(line, err=True))
     click.echo(results_line(result.result_dir, result.not_written), err=True)

@@ -118,8 +118,16 @@ def request_line(r: RequestRecord, start_ns: int) -> dict[str, Any]:
         "sent_ns": r.sent_ns,
         "first_token_ns": r.first_ns,
         "last_token_ns": r.last_ns,
-        "itl_s": itls_s(r),  # ns / 1e9: written with at most 9 decimals, as `_rel`
+        **_session_fields(r),
+        "itl_s": itls_s(r),  # ns / 1e9: written with at most 9 decimals, as `_rel`; the last field
     }
+
+
+def _session_fields(r: RequestRecord) -> dict[str, Any]:
+    """`session_id` / `turn_index` of a turn of a session (absent for other requests)."""
+    if r.session_id is None:
+        return {}
+    return {"session_id": r.session_id, "turn_index": r.turn_index}
 
 
 @dataclass(frozen=True)

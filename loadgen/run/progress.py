@@ -11,6 +11,8 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from loadgen.workload.fidelity import traffic_lines
+
 PLAIN_EVERY_S = 5.0
 
 
@@ -128,6 +130,7 @@ def summary_table(s: dict[str, Any]) -> str:
         row(f"P90 {short} (ms):", _ms(d["p90"]))
         row(f"P99 {short} (ms):", _ms(d["p99"]))
     rows.append(_section("", fill="="))
+    rows.extend(traffic_lines(s))  # a trace's schedule fidelity, sessions' TTFT by turn
     if (sat := s.get("client_saturated") or {}).get("saturated"):
         rows.append(saturation_line(sat))
     if s.get("partial"):

@@ -21,6 +21,7 @@ from loadgen.results.manifest import public_url
 from loadgen.results.record import ManifestFacts, build_manifest, write_run
 from loadgen.results.rundir import write_json
 from loadgen.results.summary import build_summary
+from loadgen.run.engine_tokenize import measure_on_engine
 from loadgen.run.live_metrics import LiveMetrics, RunLabels
 from loadgen.run.measure import Run, execute, linger, paced_gc, route_signals
 from loadgen.targets import Target
@@ -29,6 +30,7 @@ from loadgen.transport.aiohttp_client import finalize
 from loadgen.transport.dispatch import Dispatcher
 from loadgen.transport.rawhttp import RawClient
 from loadgen.workload.shard import ShardPlan
+from loadgen.workload.traffic import traffic_summary
 
 OnResult = Callable[[RunResult], None]
 EXIT_NOT_WRITTEN = 3  # the run was measured but some of its files could not be written
@@ -98,6 +100,7 @@ async def _prepare(ctx: RunContext) -> Run:
         ctx.exporter = await attach_exporter(plain, ctx.config.exporter_url, ctx.base_url)
     await _read_cache_counters(ctx)
     ctx.workload.clip_to_model_len(meta.max_model_len)  # before the first request is drawn
+    await measure_on_engine(ctx.workload, ctx.meta_session, ctx.base_url, ctx.model)  # --tokenizer engine
     run = ctx.run = Run(ctx.config, ctx.run_id, ctx.progress)
     if ctx.shard is not None:
         run.indices = ctx.shard.indices(ctx.shard.index + len(ctx.schedule) * ctx.shard.count)
@@ -198,6 +201,7 @@ def _record(ctx: RunContext, run: Run) -> RunResult:
         itl_ns,
     )
     summary["client_saturated"] = run.backlog.report()
+    summary.update(traffic_summary(ctx.workload, records))
     if itl_missing is not None:
         summary["itl_s"]["incomplete"] = f"ITLs of journaled requests unreadable: {itl_missing}"
     sent_schedule = ctx.schedule[: len(records)]
