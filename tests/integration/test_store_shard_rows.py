@@ -42,7 +42,9 @@ def test_the_migration_marks_shard_rows_written_before_it(backend: Backend) -> N
         assert store.migrate() == (3, schema.LATEST)
         marked = dict(store.conn.execute("SELECT run_id, shard FROM runs").fetchall())
         history = read_history(store)
+        info = store.info()
     assert marked == {summary["run_id"]: None, summary["run_id"] + "-sharded": "1/3"}
+    assert (info.runs, info.shard_rows) == (1, 1)  # `loadgen store info` counts whole runs
     assert [r.run_id for runs in history.values() for r in runs] == [summary["run_id"]]
 
 
