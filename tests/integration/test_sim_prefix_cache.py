@@ -147,13 +147,12 @@ async def test_tokenize_and_detokenize_like_vllm() -> None:
     text = "The cache keeps blocks"
     try:
         tok = await (await client.post("/tokenize", json={"prompt": text, "return_token_strs": True})).json()
-        bare = await (await client.post("/tokenize", json={"prompt": text, "add_special_tokens": False})).json()
+        no_bos = {"prompt": text, "add_special_tokens": False}
+        bare = await (await client.post("/tokenize", json=no_bos)).json()
         chat = {"messages": [{"role": "user", "content": text}]}
         chat_tok = await (await client.post("/tokenize", json=chat)).json()
         served = await (await client.post("/v1/completions", json={"prompt": text, "max_tokens": 1})).json()
-        served_chat = await (
-            await client.post("/v1/chat/completions", json={**chat, "max_tokens": 1})
-        ).json()
+        served_chat = await (await client.post("/v1/chat/completions", json={**chat, "max_tokens": 1})).json()
         back = await (await client.post("/detokenize", json={"tokens": bare["tokens"]})).json()
         bad = await client.post("/detokenize", json={"tokens": "not ids"})
     finally:
