@@ -18,6 +18,9 @@ from typing import Any
 from loadgen.analysis.diff_rank import CACHE_COMPARED, Difference
 
 STRONG_GAP = 0.2  # 20 points of prompt tokens served from the cache
+MIN_STRONG_GAP = 0.05
+PREFILL_FACTOR = 2.0
+MISS_FLOOR = 0.01
 MIN_GAP = 0.02
 WEIGHT = 0.75  # a weaker gap, inside the cache kind
 KEY = "cache.hit_ratio"
@@ -51,6 +54,14 @@ def measured_hit_ratio(manifest: Mapping[str, Any], summary: Mapping[str, Any]) 
     return None, ""
 
 
+def strong_gap(a: float, b: float) -> bool:
+    """Whether hit ratios `a` and `b` differ strongly (module docstring)."""
+    gap = abs(a - b)
+    miss_a, miss_b = max(1.0 - a, MISS_FLOOR), max(1.0 - b, MISS_FLOOR)
+    factor = max(miss_a, miss_b) / min(miss_a, miss_b)
+    return gap >= STRONG_GAP or (gap >= MIN_STRONG_GAP and factor >= PREFILL_FACTOR)
+
+
 def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
@@ -71,6 +82,5 @@ def cache_rows(
         Difference(key, _rounded(_dig(ca, path)), _rounded(_dig(cb, path)), 0.0, "cache")
         for key, path in SOURCES
     )
-    strong = abs(a - b) >= STRONG_GAP
-    group, score = ("cache_state", 1.0) if strong else ("cache", WEIGHT)
+    group, score = ("cache_state", 1.0) if strong_gap(a, b) else ("cache", WEIGHT)
     return [Difference(KEY, _rounded(a), _rounded(b), score, group, details)]

@@ -91,6 +91,9 @@ CACHE_COMPARED = frozenset(
         "cache.reported.cached_share_of_input",
     }
 )
+# what the run measured and implied about its prefix cache: its ratios are the cache row's details,
+# the rest (token counts, block size, the bound's wording) explains nothing on its own
+CACHE_SECTIONS = ("cache.reported.", "cache.implied.")
 UNRECORDED = "engine.params.unrecorded"  # the context row of params only one run recorded
 TOKENS_TOLERANCE = 0.01  # measured tokens per request within 1% are the same load
 
@@ -201,7 +204,7 @@ def _kind(key: str, known: _Known) -> str | None:
     leaf = _leaf(key)
     if leaf in IGNORED_SUFFIXES or key.startswith(IGNORED_PREFIXES) or FACT_KEYS.match(key):
         return None
-    if key in CACHE_COMPARED:
+    if key in CACHE_COMPARED or key.startswith(CACHE_SECTIONS):
         return None
     if IGNORED_SECTIONS.intersection(key.split(".")):
         return None
