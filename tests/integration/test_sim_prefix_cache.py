@@ -167,3 +167,11 @@ async def test_tokenize_and_detokenize_like_vllm() -> None:
     assert chat_tok["count"] == served_chat["usage"]["prompt_tokens"]
     assert back == {"prompt": text}
     assert bad.status == 400
+
+
+def test_the_embedded_engine_reports_cached_tokens_unless_told_not_to() -> None:
+    from simengine.embedded import EmbeddedEngine
+
+    assert EmbeddedEngine().config.enable_prompt_tokens_details is True  # `loadgen --target sim`
+    assert EmbeddedEngine(["--no-enable-prompt-tokens-details"]).config.enable_prompt_tokens_details is False
+    assert parse_args([]).enable_prompt_tokens_details is False  # a standalone one, as the real engines
