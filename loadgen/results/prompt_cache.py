@@ -9,7 +9,9 @@
 
 The implied figures re-draw each sent request's prompt from the seeded workload (`request(index)`,
 deterministic) after the load, in send order, so the hot path pays nothing; text prompts (no token
-ids) and runs of more than `IMPLIED_MAX_TOKENS` prompt tokens get none, with the reason.
+ids) and runs of more than `IMPLIED_MAX_TOKENS` prompt tokens get none, with the reason. A workload
+whose prompts cannot be re-drawn (a session's next turn holds the engine's answer) may offer
+`implied_prompts(indices) -> list[list[int]] | None`: the token ids it sent for those requests.
 """
 
 from __future__ import annotations
@@ -26,6 +28,10 @@ IMPLIED_MAX_TOKENS = 50_000_000  # ~7 s of re-drawing and hashing; larger runs a
 
 def sent_prompts(workload: Any, sent: Sequence[RequestRecord]) -> tuple[list[list[int]] | None, str]:
     """The token-id prompts of the sent requests (in the given order), or None and why not."""
+    own = getattr(workload, "implied_prompts", None)
+    if callable(own):
+        given = own([r.index for r in sent])
+        return (list(given), "") if given is not None else (None, "the workload gives no token-id prompts")
     request = getattr(workload, "request", None)
     if request is None:
         return None, "the workload cannot re-draw its requests"

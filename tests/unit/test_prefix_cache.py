@@ -76,3 +76,36 @@ def test_reported_facts_over_ok_measured_requests_with_details() -> None:
         "hit_ratio": None,
         "cached_share_of_input": None,
     }
+
+
+def test_run_cache_facts_redraw_the_sent_prompts_in_send_order() -> None:
+    from loadgen.results.prompt_cache import run_cache_facts, sent_prompts
+
+    class Spec:
+        def __init__(self, prompt: list[int] | str) -> None:
+            self.prompt = prompt
+
+    class Redrawn:
+        def request(self, index: int) -> Spec:
+            return Spec([7] * 16 + [index])  # every prompt: one shared block, then its own token
+
+    records = [_rec(i, 17, None) for i in range(3)]
+    for r, sent in zip(records, (30, 10, 20), strict=True):
+        r.sent_ns = sent  # sent as 1, 2, 0
+    facts = run_cache_facts([None, None], records, Redrawn(), 16, total_input_tokens=51)
+    # the first sent misses its block, the two after it hit it: 2 x 16 of 3 x 17
+    assert (facts["implied"]["cached_tokens"], facts["implied"]["prompt_tokens"]) == (32, 51)
+    assert facts["hit_ratio"] is None  # no engine counters
+    assert facts["reported"]["requests_with_details"] == 0
+
+    class Text:
+        def request(self, index: int) -> Spec:
+            return Spec("words")
+
+    assert sent_prompts(Text(), records)[0] is None
+
+    class Sessions:
+        def implied_prompts(self, indices: list[int]) -> list[list[int]]:
+            return [[1] * 16 + [i] for i in indices]
+
+    assert sent_prompts(Sessions(), records[:2]) == ([[1] * 16 + [0], [1] * 16 + [1]], "")
