@@ -73,3 +73,20 @@ def run_cache_facts(
     measured = [not r.warmup and r.outcome == "ok" for r in sent]
     facts["implied"] = implied_facts(prompts, block_size, measured, why)
     return facts
+
+
+SHARDS_NOT_MERGED = "a merge of shards: each shard read the engine's counters over its own window"
+IMPLIED_NOT_MERGED = "a merge of shards: the implied bound needs every shard's prompts in send order"
+
+
+def merged_cache_facts(records: Sequence[RequestRecord], total_input_tokens: int) -> dict[str, Any]:
+    """The `cache` block of a merged run: what the engine reported, over every shard's requests; the
+    counters and the implied bound are per shard (in each shard's own record) and are not summed."""
+    return {
+        "hit_tokens": None,
+        "queried_tokens": None,
+        "hit_ratio": None,
+        "counters_not_merged": SHARDS_NOT_MERGED,
+        "reported": reported_facts(records, total_input_tokens),
+        "implied": implied_facts(None, None, why_not=IMPLIED_NOT_MERGED),
+    }
