@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,10 +16,20 @@ from urllib.parse import urlsplit
 import yaml
 
 from infergauge.engines import ENGINES
+from infergauge.redact import redact_url
 from loadgen.workload.distributions import SpecError, parse_length
 
+NO_EXPORTER = "none"  # --exporter-url none: attach no exporter (its facts are recorded as missing)
+
 # `--target`: every real engine of the registry (their presets), any OpenAI server, the embedded sim
-TARGET_NAMES = (*(name for name, spec in ENGINES.items() if not spec.plays), "openai", "sim")
+
+
+def target_names() -> tuple[str, ...]:
+    """The valid `--target` names, read from the engine registry now: every engine that is not a
+    simulator (registry order), then `openai` (any server at --base-url) and `sim` (embedded)."""
+    return (*(name for name, spec in ENGINES.items() if not spec.plays), "openai", "sim")
+
+
 ENDPOINTS = ("completions", "chat")
 WORKLOADS = ("random", "random-text", "shared-prefix", "jsonl")
 ARRIVALS = ("poisson", "constant", "gamma")
@@ -68,7 +78,7 @@ class RunConfig:
     results_dir: str = "results"
     scenario: str | None = None
     experiment_id: str | None = None
-    exporter_url: str | None = None
+    exporter_url: str | None = None  # None: try the default exporter; NO_EXPORTER: attach none
     sim_args: tuple[str, ...] = ()
     grafana_url: str | None = None
     grafana_token: str | None = field(default=None, repr=False)
@@ -128,7 +138,7 @@ class RunConfig:
         return out
 
 
-def _choice(name: str, value: str | None, choices: tuple[str, ...]) -> None:
+def _choice(name: str, value: str | None, choices: Sequence[str]) -> None:
     if value is not None and value not in choices:
         raise ConfigError(f"invalid {name} {value!r}; choose from {', '.join(choices)}")
 
@@ -144,7 +154,7 @@ def _positive(name: str, value: float | None, *, allow_zero: bool = False) -> No
 
 def validate(config: RunConfig) -> None:
     """Raise ConfigError for the first invalid field; called on construction."""
-    _choice("target", config.target, TARGET_NAMES)
+    _choice("target", config.target, target_names())
     _choice("endpoint", config.endpoint, ENDPOINTS)
     _choice("workload", config.workload, WORKLOADS)
     _choice("arrival", config.arrival, ARRIVALS)
@@ -171,6 +181,12 @@ def _validate_combinations(config: RunConfig) -> None:
         raise ConfigError("target 'openai' needs --base-url (e.g. http://127.0.0.1:8000)")
     if config.base_url:
         _check_base_url(config.base_url)
+    exporter = config.exporter_url
+    if exporter and exporter != NO_EXPORTER and not exporter.startswith(("http://", "https://")):
+        raise ConfigError(
+            f"invalid exporter_url {redact_url(exporter)!r}: "
+            f"must start with http:// or https:// (or be '{NO_EXPORTER}')"
+        )
     if config.resolved_workload == "jsonl" and not config.dataset:
         raise ConfigError("workload 'jsonl' needs --dataset FILE.jsonl")
     if config.resolved_workload == "random" and config.endpoint == "chat":

@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 
 import click
 
+from infergauge import engines
 from loadgen.cli.shard_options import SCALE_KEYS, scale_options, shard_plan, worker_count
 from loadgen.cli.store import STORE_ENV, store_option
 from loadgen.config import (
@@ -27,7 +28,6 @@ from loadgen.config import (
     ENDPOINTS,
     HTTP_CLIENTS,
     PROFILES,
-    TARGET_NAMES,
     WORKLOADS,
     ConfigError,
     RunConfig,
@@ -37,9 +37,25 @@ from loadgen.config import (
     parse_rate,
     parse_slo,
     resolve,
+    target_names,
 )
 from loadgen.records import RunResult
 from loadgen.store.url import StoreURL, StoreURLError, parse_store
+
+
+class TargetChoice(click.Choice):
+    """`--target`'s choices, read from the engine registry at each use (a registered engine counts)."""
+
+    def __init__(self) -> None:
+        super().__init__(target_names())
+
+    @property  # type: ignore[override]
+    def choices(self) -> tuple[str, ...]:
+        return target_names()
+
+    @choices.setter
+    def choices(self, _value: object) -> None:  # click's __init__ assigns it; the registry decides
+        pass
 
 
 class OneLineErrors(click.Command):
@@ -133,10 +149,10 @@ def _raise_fd_limit() -> None:
 @click.option(
     "--config", type=click.Path(dir_okay=False), help="run.yaml with RunConfig fields (flags override)."
 )
+@click.option("--target", type=TargetChoice(), help="Engine preset (default sim: embedded simulator).")
 @click.option(
-    "--target", type=click.Choice(TARGET_NAMES), help="Engine preset (default sim: embedded simulator)."
+    "--base-url", help=f"Server URL ({engines.default_ports_text()} by default; required for openai)."
 )
-@click.option("--base-url", help="Server URL (vllm :8000, sglang :30000 by default; required for openai).")
 @click.option("--model", help="Model name (default: the first of /v1/models).")
 @click.option("--endpoint", type=click.Choice(ENDPOINTS), help="completions (default) or chat.")
 @click.option("--api-key", help="Bearer token (or OPENAI_API_KEY); never logged or stored.")
@@ -170,7 +186,9 @@ def _raise_fd_limit() -> None:
 @click.option("--results-dir", help="Where results/<run_id>/ go (default results).")
 @click.option("--scenario", help="Scenario label (default <workload>-<profile>).")
 @click.option("--experiment-id", help="Experiment this run belongs to.")
-@click.option("--exporter-url", help="infergauge exporter (default: try http://127.0.0.1:9402).")
+@click.option(
+    "--exporter-url", help="infergauge exporter (default: try http://127.0.0.1:9402; none: attach none)."
+)
 @click.option("--grafana-url", help="Annotate the run in Grafana (or GRAFANA_URL; token from GRAFANA_TOKEN).")
 @store_option
 @click.option("--json", "json_output", is_flag=True, help="Print the summary as JSON instead of the table.")

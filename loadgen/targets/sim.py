@@ -15,7 +15,7 @@ from infergauge import engines
 from loadgen.targets.base import EngineMetadata, FlushResult
 from loadgen.targets.preset import EnginePreset, fetch_bodies, flush_with, metadata_from_bodies
 
-DEFAULT_PERSONALITY = "vllm"  # simengine's own default (`--personality`)
+DEFAULT_PERSONALITY = engines.get("simengine").plays[0]  # simengine's own default (`--personality`)
 
 
 class SimTarget(EnginePreset):
