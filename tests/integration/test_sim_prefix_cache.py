@@ -175,3 +175,12 @@ def test_the_embedded_engine_reports_cached_tokens_unless_told_not_to() -> None:
     assert EmbeddedEngine().config.enable_prompt_tokens_details is True  # `loadgen --target sim`
     assert EmbeddedEngine(["--no-enable-prompt-tokens-details"]).config.enable_prompt_tokens_details is False
     assert parse_args([]).enable_prompt_tokens_details is False  # a standalone one, as the real engines
+
+
+async def test_llamacpp_reports_cached_tokens_on_every_response_streamed_too() -> None:
+    client = await _client("--personality", "llamacpp")
+    try:
+        usages = await _serve_all(client)
+    finally:
+        await client.close()
+    assert [u["prompt_tokens_details"] for u in usages] == [{"cached_tokens": n} for n in IMPLIED]
