@@ -136,8 +136,8 @@ def _load_panels() -> list[Json]:
             "percentunit",
             desc="Prompt tokens the engine reported served from its prefix cache "
             "(usage.prompt_tokens_details.cached_tokens) over all prompt tokens of the run's ok requests. "
-            "No data: the engine sends no details (vLLM --enable-prompt-tokens-details, SGLang "
-            "--enable-cache-report).",
+            "No data: the engine sends no details (the launch flag that turns them on, per engine: "
+            "docs/prefix-cache.md).",
         ),
         timeseries(
             "Tokens per second",
