@@ -33,6 +33,7 @@ class RequestRecord:
     done_ns: int | None = None
     token_ns: Sequence[int] = field(default_factory=list)  # arrival of each token-bearing chunk
     prompt_tokens: int | None = None
+    cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens; None: not sent
     output_tokens: int = 0
     token_count: str = "usage"
     outcome: str | None = None

@@ -71,6 +71,39 @@ RUNS_SQL = (
 )
 
 
+# the prefix-cache hit ratio of each run, from the summary JSON the store keeps (docs/prefix-cache.md)
+CACHE_SOURCES = (
+    ("reported", "summary->'cache'->'reported'->>'hit_ratio'"),
+    ("engine counters", "summary->'cache'->>'hit_ratio'"),
+    ("implied bound", "summary->'cache'->'implied'->>'hit_ratio'"),
+)
+
+
+def cache_history_sql() -> str:
+    """Each stored run's prefix-cache hit ratios over time: what the engine reported per request,
+    its own counters over the run, and the bound the workload implies (NULL where a run has none)."""
+    cols = ", ".join(f'({path})::float AS "{name}"' for name, path in CACHE_SOURCES)
+    known = " OR ".join(f"{path} IS NOT NULL" for _, path in CACHE_SOURCES)
+    return (
+        f"SELECT $__time(started_at), series_key AS metric, {cols}\n"
+        f"FROM runs\nWHERE $__timeFilter(started_at) AND {SUITE_FILTER}\n  AND ({known})\nORDER BY started_at"
+    )
+
+
+def _cache_panel() -> Json:
+    panel = timeseries(
+        "Prefix-cache hit ratio per run",
+        [sql_target(cache_history_sql())],
+        "percentunit",
+        desc="Share of prompt tokens served from the engine's prefix cache in each run: reported per request "
+        "(usage.prompt_tokens_details.cached_tokens), the engine's counters over the run, and the upper "
+        "bound the workload's repeated token blocks imply. A run far above its implied bound started warm.",
+        w=12,
+    )
+    panel["fieldConfig"]["defaults"]["custom"].update(showPoints="always", pointSize=6, spanNulls=True)
+    return on_store(panel)
+
+
 def _percent_column(name: str) -> Json:
     return {
         "matcher": {"id": "byName", "options": name},
@@ -100,6 +133,7 @@ def _store_panels() -> list[Json]:
         on_store(regressions),
         row("History per metric"),
         *history,
+        _cache_panel(),
         row("Runs"),
         on_store(runs),
     ]

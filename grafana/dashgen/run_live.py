@@ -125,6 +125,21 @@ def _load_panels() -> list[Json]:
             stack=True,
         ),
         timeseries(
+            "Prefix-cache hit ratio (engine-reported, run so far)",
+            targets(
+                (
+                    f"sum(loadgen_cached_prompt_tokens_total{{{RUN}}})"
+                    f" / sum(loadgen_prompt_tokens_total{{{RUN}}})",
+                    "cached share of prompt tokens",
+                ),
+            ),
+            "percentunit",
+            desc="Prompt tokens the engine reported served from its prefix cache "
+            "(usage.prompt_tokens_details.cached_tokens) over all prompt tokens of the run's ok requests. "
+            "No data: the engine sends no details (the launch flag that turns them on, per engine: "
+            "docs/prefix-cache.md).",
+        ),
+        timeseries(
             "Tokens per second",
             targets(
                 (f"sum(run_id:loadgen_prompt_tokens:rate1m{{{RUN}}})", "prompt tok/s"),

@@ -112,6 +112,7 @@ def request_line(r: RequestRecord, start_ns: int) -> dict[str, Any]:
         "e2e_s": e2e_s(r),
         "input_len": r.input_len,
         "prompt_tokens": r.prompt_tokens,
+        "cached_tokens": r.cached_tokens,
         "output_len": r.output_len,
         "output_tokens": r.output_tokens,
         "token_count": r.token_count,

@@ -16,8 +16,10 @@ import aiohttp
 import loadgen.run.annotations as grafana_notes
 from loadgen.config import ConfigError, RunConfig
 from loadgen.records import EngineMetadata, RequestRecord, RunResult
+from loadgen.targets.cache_counters import CacheCounters, engine_counters
 from loadgen.results.journal import Journal
 from loadgen.results.manifest import public_url
+from loadgen.results.prompt_cache import engine_block_size, run_cache_facts
 from loadgen.results.record import ManifestFacts, build_manifest, write_run
 from loadgen.results.rundir import write_json
 from loadgen.results.summary import build_summary
@@ -208,7 +210,9 @@ def _record(ctx: RunContext, run: Run) -> RunResult:
     facts = ManifestFacts(ctx.workload, ctx.fingerprint, sent_schedule, ctx.meta, ctx.base_url, *ctx.exporter)
     manifest = build_manifest(config, run_id, facts, ctx.started, ctx.ended, run.stop_reason)
     manifest.update(ctx.manifest_extra)
-    summary["cache"] = cache_facts(ctx.cache_counters)
+    summary["cache"] = run_cache_facts(
+        ctx.cache_counters, records, ctx.workload, engine_block_size(manifest), summary["total_input_tokens"]
+    )
     manifest["cache"] = {**manifest["cache"], **summary["cache"]}
     lines = run.journal.lines() if run.journal is not None else None
     try:

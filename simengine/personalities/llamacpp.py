@@ -41,7 +41,7 @@ LLAMACPP_COMPLETION = ChunkStyle(
     "never",
     b"}\n\n",
     b',"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d}}\n\n',
-    b'"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d}',
+    b'"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d%b}',
     b',"system_fingerprint":%s}\n\n',
     None,
     b',"text":"","logprobs":null,"finish_reason":%s}]}\n\n',
@@ -73,6 +73,10 @@ class LlamacppPersonality(Personality):
     def build_metrics(cfg: SimConfig) -> LlamacppMetrics:
         return LlamacppMetrics()
 
+    def reported_cached_tokens(self, group: RequestGroup) -> int:
+        """llama-server always reports `prompt_tokens_details.cached_tokens` (0 included), streamed too."""
+        return sum(seq.cached_tokens for seq in group.seqs)
+
     def request_id(self, chat: bool) -> str:
         return "chatcmpl-" + "".join(secrets.choice(_ID_CHARS) for _ in range(32))
 
@@ -101,7 +105,7 @@ class LlamacppPersonality(Personality):
         self, group: RequestGroup, chat: bool, created: int, texts: list[str]
     ) -> dict[str, Any]:
         choices = build_choices(group, chat, texts, message_extra={}, chat_extra={}, text_extra={})
-        cached = sum(seq.cached_tokens for seq in group.seqs)
+        cached = self.reported_cached_tokens(group)
         p, c = group.prompt_tokens, group.completion_tokens
         return {
             "choices": choices,

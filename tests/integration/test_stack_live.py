@@ -57,6 +57,16 @@ BOARD_FILES = sorted(
     p for p in (REPO / "grafana" / "dashboards").glob("*.json") if p.name != "baselines.json"
 )
 SCRAPE_S = 1
+# the engine reports usage.prompt_tokens_details, so the cache-hit-ratio panels have a series
+SIM_FLAGS = (
+    "--personality",
+    "vllm",
+    "--time-scale",
+    "20",
+    "--max-num-seqs",
+    "64",
+    "--enable-prompt-tokens-details",
+)
 GRAFANA_TOKEN = "glsa_stack_test"
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.xdist_group("prometheus"), pytest.mark.timeout(240)]
@@ -151,7 +161,7 @@ def stack() -> Iterator[Stack]:
         ReplayServer(golden_snapshots(GOLDEN_VLLM)) as vllm,
         ReplayServer(golden_snapshots(GOLDEN_SGLANG)) as sglang,
         ReplayServer(llamacpp_snapshots()) as llamacpp,
-        EmbeddedEngine(["--personality", "vllm", "--time-scale", "20", "--max-num-seqs", "64"]) as engine,
+        EmbeddedEngine([*SIM_FLAGS]) as engine,
         FakeGrafana(GRAFANA_TOKEN) as grafana,
         ReplayServer([H200_CAPTURE]) as h200,
     ):

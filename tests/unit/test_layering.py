@@ -35,7 +35,7 @@ PACKAGES = ("loadgen", "exporter", "simengine", "infergauge", "grafana", "bench"
 
 # loadgen's layers, lowest first; a module may import its own layer or a lower one
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("", "records", "stats", "config", "provenance", "workload"),
+    ("", "records", "stats", "config", "provenance", "workload", "prefix_cache"),
     ("transport",),
     ("targets",),
     ("results", "store"),

@@ -249,7 +249,11 @@ def test_baselines_charts_every_watched_metric_from_the_runs_table() -> None:
 
     board = boards()["baselines.json"]
     history = {p["title"]: p for p in all_panels(board["panels"]) if p["type"] == "timeseries"}
-    assert set(history) == {w.label for w in WATCHED.values()}
+    assert set(history) == {w.label for w in WATCHED.values()} | {CACHE_PANEL}
+    (cache,) = history.pop(CACHE_PANEL)["targets"]
+    for source in ("'reported'->>'hit_ratio'", "'cache'->>'hit_ratio'", "'implied'->>'hit_ratio'"):
+        assert source in cache["rawSql"]  # all three figures of each stored run's summary
+    assert "suite IN ($suite) AND series_key IN ($series)" in cache["rawSql"]
     for watched in WATCHED.values():
         (tgt,) = history[watched.label]["targets"]
         sql = tgt["rawSql"]
@@ -259,6 +263,19 @@ def test_baselines_charts_every_watched_metric_from_the_runs_table() -> None:
         assert "FROM runs" in sql
         assert "status = 'ok'" in sql
         assert "suite IN ($suite) AND series_key IN ($series)" in sql
+
+
+CACHE_PANEL = "Prefix-cache hit ratio per run"
+
+
+def test_live_and_comparison_boards_chart_the_reported_cache_hit_ratio() -> None:
+    live = {p["title"]: p for p in all_panels(boards()["run-live.json"]["panels"])}
+    (tgt,) = live["Prefix-cache hit ratio (engine-reported, run so far)"]["targets"]
+    assert tgt["expr"].startswith('sum(loadgen_cached_prompt_tokens_total{run_id="$run_id"}) / ')
+    compare = {p["title"]: p for p in all_panels(boards()["run-comparison.json"]["panels"])}
+    (bar,) = compare["Prefix-cache hit ratio by run"]["targets"]
+    assert "loadgen_cached_prompt_tokens_total" in bar["expr"]
+    assert "last_over_time" in bar["expr"]
 
 
 def test_baselines_shows_change_points_open_regressions_and_the_scheduler() -> None:
