@@ -16,7 +16,6 @@ import aiohttp
 import loadgen.run.annotations as grafana_notes
 from loadgen.config import ConfigError, RunConfig
 from loadgen.records import EngineMetadata, RequestRecord, RunResult
-from loadgen.targets.cache_counters import CacheCounters, engine_counters
 from loadgen.results.journal import Journal
 from loadgen.results.manifest import public_url
 from loadgen.results.prompt_cache import engine_block_size, run_cache_facts
@@ -27,7 +26,7 @@ from loadgen.run.engine_tokenize import measure_on_engine
 from loadgen.run.live_metrics import LiveMetrics, RunLabels
 from loadgen.run.measure import Run, execute, linger, paced_gc, route_signals
 from loadgen.targets import Target
-from loadgen.targets.cache_counters import CacheCounters, cache_facts, engine_counters
+from loadgen.targets.cache_counters import CacheCounters, engine_counters
 from loadgen.transport.aiohttp_client import finalize
 from loadgen.transport.dispatch import Dispatcher
 from loadgen.transport.rawhttp import RawClient
