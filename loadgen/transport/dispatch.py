@@ -174,7 +174,13 @@ class Dispatcher:
             self._freed.append(time.perf_counter_ns())
             self._slots.release()
         self.in_flight.discard(task)
-        self.on_done(self.by_task.pop(task))
+        record = self.by_task.pop(task)
+        failed = None if task.cancelled() else task.exception()  # retrieved: never "never retrieved"
+        if failed is not None and record.outcome is None and record.fallback is None:
+            # the clients map every failure to an outcome; one they did not foresee still gets one
+            record.done_ns = time.perf_counter_ns()
+            record.fallback = ("protocol_error", f"unexpected {type(failed).__name__}: {failed}"[:300])
+        self.on_done(record)
 
     async def send_at(
         self, due_ns: int, record: RequestRecord, path: str, body: bytes, deadline_ns: int | None = None
