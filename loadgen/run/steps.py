@@ -105,8 +105,13 @@ async def _prepare(ctx: RunContext) -> Run:
     ctx.started = datetime.now(UTC)
     if ctx.shard is not None and ctx.shard.start_at is not None:  # shards start together: at start_at
         ctx.started = max(ctx.started, ctx.shard.start_at)
-    run.journal = _start_record(ctx, run.release)
+    # bound before the run folder exists: a busy --metrics-port leaves no ghost `running` record
     run.metrics = _start_metrics(ctx.config, ctx.run_id, ctx.model, meta, ctx.base_url)
+    try:
+        run.journal = _start_record(ctx, run.release)
+    except BaseException:
+        run.metrics.stop()
+        raise
     return run
 
 
