@@ -205,7 +205,10 @@ def run(ctx: click.Context, **params: Any) -> None:
     except StoreURLError as exc:
         _fail(ctx, str(exc))
     _raise_fd_limit()
+    from loadgen.scale.orphans import recover_and_say
     from loadgen.workload.warmup import warmup_warning
+
+    recover_and_say(config.results_dir)  # a --workers run whose coordinator died: rebuilt, crashed
 
     burst = warmup_warning(config.warmup, config.max_concurrency)
     if burst:

@@ -20,8 +20,8 @@ from loadgen.results.record import Written, write_run
 from loadgen.results.rundir import line_text
 from loadgen.results.shard_record import MergeError, ShardRecord, check_one_run, shortfalls
 from loadgen.results.summary import achieved_rate, record_from_line
-from loadgen.workload.shard import schedule_fingerprint
 from loadgen.stats import NS, describe, summarize
+from loadgen.workload.shard import schedule_fingerprint
 
 NS_FIELDS = ("sent_ns", "first_token_ns", "last_token_ns")
 
@@ -70,13 +70,14 @@ def skew_facts(shards: Sequence[ShardRecord]) -> dict[str, Any]:
     }
 
 
-def merge(shards: Sequence[ShardRecord]) -> Merged:
-    """Merge checked shard records (MergeError when they are not one run; see shard_record)."""
+def merge(shards: Sequence[ShardRecord], causes: dict[int, str] | None = None) -> Merged:
+    """Merge checked shard records (MergeError when they are not one run; see shard_record);
+    `causes` says why a shard is not whole where the caller knows better (a worker killed by a signal)."""
     shards = sorted(shards, key=lambda s: s.index)
     check_one_run(shards)
     lines = sorted((rebased(x) for s in shards for x in s.lines), key=lambda x: x["index"])
     records = [record_from_line(x) for x in lines]
-    missing = shortfalls(shards)
+    missing = {**shortfalls(shards), **(causes or {})}
     base = shards[0]
     shard = base.shard
     complete = not missing
