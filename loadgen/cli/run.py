@@ -12,7 +12,6 @@ import functools
 import json
 import math
 import os
-import resource
 import signal
 import sys
 from collections.abc import Mapping
@@ -117,9 +116,9 @@ def _fail(ctx: click.Context, message: str) -> NoReturn:
 
 def _raise_fd_limit() -> None:
     """Many concurrent streams need many sockets: lift the soft open-files limit to the hard one."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < hard:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    from infergauge.fdlimit import raise_open_files_limit
+
+    raise_open_files_limit()
 
 
 @click.command(

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
+from infergauge.fdlimit import limit_line
 from loadgen.config import RunConfig
 from loadgen.records import RequestRecord
 from loadgen.results.journal import Journal
@@ -58,6 +59,7 @@ class Run:
         self.journal: Journal | None = None  # requests.jsonl while the run goes (crash-safe record)
         self.indices: Sequence[int] | None = None  # a shard's global request indices (None: 0, 1, ...)
         self.start_at: datetime | None = None  # a common wall-clock start (shards), else 5 ms from now
+        self.fd_said = False  # the open-files limit was said to bind (once a run)
 
     def on_done(self, record: RequestRecord) -> None:
         """A request finished: queue it for parsing (kept off the hot path while streams run)."""
@@ -120,6 +122,9 @@ class Run:
             self.metrics.observe(record, met)  # the in-flight gauge is the monitor's (4 times a second)
         if record.warmup or record.outcome == "cancelled":
             return
+        if record.outcome == "connect_error" and not self.fd_said and _out_of_fds(record.error):
+            self.fd_said = True
+            print(limit_line("loadgen"), file=sys.stderr, flush=True)
         self.finished += 1
         self.failed += record.outcome != "ok"
         rate = self.failed / self.finished
@@ -185,6 +190,11 @@ class Run:
             if not await self.dispatcher.send_at(due, record, path, body, horizon):
                 break
             self.sent.add(spec)
+
+
+def _out_of_fds(error: str | None) -> bool:
+    """A connect error that says the process (EMFILE) or system (ENFILE) is out of descriptors."""
+    return error is not None and ("[Errno 24]" in error or "[Errno 23]" in error)
 
 
 _ROUTES: list[Callable[[signal.Signals], None]] = []  # signal handlers in force, innermost last
