@@ -166,6 +166,7 @@ async def _announce(ctx: RunContext, run: Run) -> None:
         config.max_concurrency,
         run.on_done,
         raw=ctx.raw,
+        on_sent=run.metrics.observe_sent,
     )
 
 
