@@ -41,6 +41,9 @@ class RequestRecord:
     raw: list[tuple[int, bytes]] | None = None  # stamped body until `finalize` parses it
     fallback: tuple[str, str] | None = None  # (outcome, error) of a stream cut short
     slot_free_ns: int = 0  # when a --max-concurrency slot came free for it, if it had to wait; else 0
+    host_stall_ns: int = (
+        0  # event-loop stall (>= 50 ms) overlapping [sent, done]: loadgen's, not the engine's
+    )
 
     @property
     def due_ns(self) -> int:

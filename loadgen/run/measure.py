@@ -22,7 +22,8 @@ from loadgen.results.journal import Journal
 from loadgen.run.backlog import Backlog, Bound, held_bytes, warning
 from loadgen.run.live_metrics import LiveMetrics
 from loadgen.run.progress import Counts, Progress
-from loadgen.stats import meets_slo
+from loadgen.run.stalls import Stalls
+from loadgen.stats import NS, meets_slo
 from loadgen.targets import Target
 from loadgen.transport.aiohttp_client import finalize
 from loadgen.transport.dispatch import Dispatcher
@@ -60,6 +61,7 @@ class Run:
         self.indices: Sequence[int] | None = None  # a shard's global request indices (None: 0, 1, ...)
         self.start_at: datetime | None = None  # a common wall-clock start (shards), else 5 ms from now
         self.fd_said = False  # the open-files limit was said to bind (once a run)
+        self.stalls = Stalls()  # host stalls: the event loop not running (loadgen/run/stalls.py)
 
     def on_done(self, record: RequestRecord) -> None:
         """A request finished: queue it for parsing (kept off the hot path while streams run)."""
@@ -88,6 +90,8 @@ class Run:
 
     def _parse(self, record: RequestRecord, size: int) -> None:
         try:
+            self.stalls.overdue(time.perf_counter_ns())  # a stall the monitor has not woken from yet
+            self.stalls.stamp(record)
             self.account(finalize(record))
             if self.journal is not None:
                 self.journal.add(record, self.start_ns)
@@ -152,9 +156,11 @@ class Run:
         """Progress display, in-flight and event-loop lag gauges, journal flush (4 times a second)."""
         tick, ticks = 0.25, 0
         while True:
-            before = time.perf_counter()
+            expected = self.stalls.expected_ns = time.perf_counter_ns() + int(tick * NS)
             await asyncio.sleep(tick)
-            lag = max(time.perf_counter() - before - tick, 0.0)
+            woke = time.perf_counter_ns()
+            self.stalls.woke(expected, woke)
+            lag = max(woke - expected, 0) / NS
             ticks += 1
             if ticks % GC_TICKS == 0:  # see `paced_gc`
                 gc.collect()

@@ -204,6 +204,7 @@ def _record(ctx: RunContext, run: Run) -> RunResult:
         itl_ns,
     )
     summary["client_saturated"] = run.backlog.report()
+    summary["host_stalls"] = run.stalls.report(records)
     if itl_missing is not None:
         summary["itl_s"]["incomplete"] = f"ITLs of journaled requests unreadable: {itl_missing}"
     sent_schedule = ctx.schedule[: len(records)]
