@@ -205,9 +205,11 @@ def run(ctx: click.Context, **params: Any) -> None:
         _fail(ctx, str(exc))
     _raise_fd_limit()
     from loadgen.scale.orphans import recover_and_say
+    from loadgen.store.writer import store_run
     from loadgen.workload.warmup import warmup_warning
 
-    recover_and_say(config.results_dir)  # a --workers run whose coordinator died: rebuilt, crashed
+    for rebuilt in recover_and_say(config.results_dir):  # a --workers run whose coordinator died
+        store_run(store, config.results_dir, rebuilt, lambda line: click.echo(line, err=True))
 
     burst = warmup_warning(config.warmup, config.max_concurrency)
     if burst:

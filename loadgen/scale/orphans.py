@@ -84,9 +84,9 @@ def orphan_folders(results_dir: str | Path) -> list[tuple[str, Path]]:
     return out
 
 
-def recover_orphans(results_dir: str | Path) -> list[str]:
+def recover_orphans(results_dir: str | Path, rebuilt: list[str] | None = None) -> list[str]:
     """Rebuild every orphaned `--workers` run under results_dir (see module docstring); returns one
-    line per run rebuilt or left unreadable."""
+    line per run rebuilt or left unreadable (and appends each rebuilt run id to `rebuilt`)."""
     said = []
     for run_id, folder in orphan_folders(results_dir):
         shards = []
@@ -104,6 +104,8 @@ def recover_orphans(results_dir: str | Path) -> list[str]:
         if isinstance(merged.manifest.get("config"), dict):  # the run's folder, not worker 0's
             merged.manifest["config"]["results_dir"] = str(results_dir)
         write_merged(results_dir, merged, [s.path for s in shards])
+        if rebuilt is not None:
+            rebuilt.append(run_id)
         n = len(merged.records)
         said.append(f"warning: rebuilt run {run_id} (its --workers coordinator died): crashed, {n} requests")
     return said
@@ -123,11 +125,14 @@ def mark_crashed(manifest: dict[str, Any], summary: dict[str, Any], folder: Path
     manifest["status"] = "crashed"
 
 
-def recover_and_say(results_dir: str | Path) -> None:
-    """`recover_orphans`, each line on stderr (never failing the command that called it)."""
+def recover_and_say(results_dir: str | Path) -> list[str]:
+    """`recover_orphans`, each line on stderr (never failing the command that called it); returns
+    the run ids rebuilt."""
+    rebuilt: list[str] = []
     try:
-        lines = recover_orphans(results_dir)
+        lines = recover_orphans(results_dir, rebuilt)
     except OSError as exc:
         lines = [f"warning: orphaned --workers runs under {results_dir} not rebuilt: {exc.strerror or exc}"]
     for line in lines:
         print(line, file=sys.stderr)
+    return rebuilt

@@ -32,9 +32,11 @@ EXPECTED = {  # mode -> the outcome it must get on either client
 }
 
 
-def _cmd(base_url: str, results: Path, http_client: str, *extra: str) -> list[str]:
+def _cmd(base_url: str | None, results: Path, http_client: str, *extra: str) -> list[str]:
+    """`loadgen run` against base_url (openai target), or the embedded simulated engine (None)."""
+    target = ["--target", "sim"] if base_url is None else ["--target", "openai", "--base-url", base_url]
     return [
-        *(sys.executable, "-m", "loadgen.cli.main", "run", "--target", "openai", "--base-url", base_url),
+        *(sys.executable, "-m", "loadgen.cli.main", "run", *target),
         *("--http-client", http_client, "--request-timeout", "20", "--warmup", "0"),
         *("--results-dir", str(results), "--metrics-port", "0", "--quiet", "--json"),
         *("--max-error-rate", "1", "--input-len", "fixed:8", "--output-len", "fixed:4"),
@@ -107,3 +109,27 @@ def test_a_401_arriving_at_the_stop_is_http_error_not_protocol_error(
     assert [x["outcome"] for x in lines] == ["http_error"] * 5, lines
     assert all(x["error"].startswith("HTTP 401") for x in lines)
     assert summary["partial"] is True
+
+
+@both_clients
+def test_simulated_engine_faults_each_map_to_one_outcome(http_client: str, tmp_path: Path) -> None:
+    """The simulated engine's own faults (errors, disconnects, corrupt chunks, stalls) on both clients."""
+    faults = ["--sim-fault-error-rate", "0.2", "--sim-fault-disconnect-rate", "0.2"]
+    faults += [
+        "--sim-fault-malformed-rate",
+        "0.2",
+        "--sim-fault-stall-ms",
+        "100",
+        "--sim-fault-stall-rate",
+        "0.2",
+    ]
+    cmd = _cmd(None, tmp_path, http_client, "--num-prompts", "60", "--rate", "60", "--seed", "3", *faults)
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=90, check=False)
+    _clean(result.stderr)
+    summary, lines = _record(tmp_path)
+    by = summary["requests"]["by_outcome"]
+    assert sum(by.values()) == len(lines) == 60
+    assert all(line["outcome"] is not None for line in lines)
+    assert by["ok"] > 0
+    assert by["http_error"] > 0
+    assert by["disconnect"] + by["protocol_error"] > 0

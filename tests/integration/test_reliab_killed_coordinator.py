@@ -47,8 +47,9 @@ def _loadgen(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=90, check=False)
 
 
+@pytest.mark.parametrize("rebuilder", ["store import", "run"])
 def test_killed_coordinator_workers_stop_and_the_run_is_rebuilt_as_crashed(
-    engine: str, tmp_path: Path
+    engine: str, tmp_path: Path, rebuilder: str
 ) -> None:
     results = tmp_path / "results"
     cmd = [
@@ -78,10 +79,15 @@ def test_killed_coordinator_workers_stop_and_the_run_is_rebuilt_as_crashed(
     assert [p for p in results.iterdir() if p.is_dir() and not p.name.startswith(".")] == []
     on_disk = journaled(results)
     assert 20 <= on_disk < 600  # the rest of the schedule was not sent
-    imported = _loadgen("store", "import", str(results))
+    if rebuilder == "run":  # the next run on that results dir rebuilds it first
+        args = ["run", "--target", "sim", "--base-url", engine, "--num-prompts", "2", "--rate", "20"]
+        imported = _loadgen(*args, "--results-dir", str(results), "--metrics-port", "0", "--quiet")
+    else:
+        imported = _loadgen("store", "import", str(results))
     assert imported.returncode == 0, imported.stderr
     assert "rebuilt run" in imported.stderr
-    (run,) = [p for p in results.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    hidden_id = hidden[0].name[len(".workers-") :].rsplit("-", 1)[0]
+    run = results / hidden_id
     manifest = json.loads((run / "manifest.json").read_text())
     summary = json.loads((run / "summary.json").read_text())
     assert (manifest["status"], manifest["partial"], summary["crashed"]) == ("crashed", True, True)
@@ -89,6 +95,7 @@ def test_killed_coordinator_workers_stop_and_the_run_is_rebuilt_as_crashed(
     lines = (run / "requests.jsonl").read_text().splitlines()
     assert len(lines) == on_disk == summary["requests"]["total"]
     with sqlite3.connect(results / "infergauge.db") as db:
-        assert db.execute("SELECT status FROM runs").fetchall() == [("crashed",)]
+        rows = db.execute("SELECT status FROM runs WHERE run_id = ?", (hidden_id,)).fetchall()
+    assert rows == [("crashed",)]
     again = _loadgen("store", "import", str(results))  # rebuilt once: the folder now exists
     assert "rebuilt run" not in again.stderr
