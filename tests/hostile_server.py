@@ -47,6 +47,7 @@ class HostileServer:
         self.slow_401_s = slow_401_s
         self.base_url = ""
         self.answered: list[str] = []  # the mode of each completion answered, in order
+        self.by_request_id: dict[str, str] = {}  # X-Request-Id -> the mode it was answered with
         self._ready = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
@@ -78,11 +79,17 @@ class HostileServer:
                     continue
                 mode = next(self._modes)
                 self.answered.append(mode)
+                rid = next(
+                    (h.split(":", 1)[1].strip() for h in lines if h.lower().startswith("x-request-id:")), ""
+                )
+                self.by_request_id[rid] = mode
                 await self._answer(mode, reader, writer)
+                if mode == "reset":
+                    writer.transport.abort()  # RST at once
+                else:
+                    writer.close()  # FIN after what was written: the client reads every byte first
                 return
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
-            return
-        finally:
             writer.transport.abort()
 
     async def _answer(self, mode: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
