@@ -151,6 +151,13 @@ def _summary(
     facts = {**section, "first_send_lag_s": describe(v for v in lag.values() if v is not None)}
     saturation = client_saturation(shards)
     extra = {"client_saturated": saturation} if saturation is not None else {}
+    stalls = [s.summary["host_stalls"] for s in shards if s.summary.get("host_stalls")]
+    if stalls:  # each shard's loop stalled on its own: counts add up, the longest is the worst
+        extra["host_stalls"] = {
+            **{k: sum(x[k] for x in stalls) for k in ("count", "total_s", "requests_affected")},
+            "max_s": max(x["max_s"] for x in stalls),
+            "threshold_s": stalls[0]["threshold_s"],
+        }
     return {**head, **summarize(records, cfg.get("slo") or {}), **extra, "shards": facts}
 
 

@@ -79,6 +79,7 @@ def test_killed_worker_requests_are_merged(engine: str, tmp_path: Path) -> None:
     assert len(theirs) >= 5  # the dead worker's finished requests are in the merged record
     assert len(lines) == summary["requests"]["total"]
     assert sum(summary["requests"]["by_outcome"].values()) == len(lines)
+    assert summary["host_stalls"]["count"] >= 0  # the surviving worker's, carried into the merge
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["partial"] is True
     assert manifest["shards"]["not_whole"][str(dead)].startswith(
