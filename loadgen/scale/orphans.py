@@ -24,6 +24,7 @@ from loadgen.results.merge import merge, write_merged
 from loadgen.results.shard_record import MergeError, read_shard
 
 COORDINATOR_FILE = "coordinator.json"
+NOT_REBUILT_FILE = "not-rebuilt.txt"  # why the records found could not be merged (tried once)
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 PARENT_POLL_S = 0.5  # the fallback check of the worker's parent (where prctl is not there)
 
@@ -79,7 +80,9 @@ def orphan_folders(results_dir: str | Path) -> list[tuple[str, Path]]:
     out = []
     for folder in sorted(root.glob(".workers-*")):
         run_id = folder.name[len(".workers-") :].rsplit("-", 1)[0]
-        if folder.is_dir() and not (root / run_id).exists() and not coordinator_alive(folder):
+        if (folder / NOT_REBUILT_FILE).exists() or (root / run_id).exists():
+            continue
+        if folder.is_dir() and not coordinator_alive(folder):
             out.append((run_id, folder))
     return out
 
@@ -99,6 +102,7 @@ def recover_orphans(results_dir: str | Path, rebuilt: list[str] | None = None) -
             merged = merge(shards)
         except MergeError as exc:
             said.append(f"warning: {folder}: not rebuilt ({exc})")
+            (folder / NOT_REBUILT_FILE).write_text(f"{exc}\n")  # said once, not on every later run
             continue
         mark_crashed(merged.manifest, merged.summary, folder)
         if isinstance(merged.manifest.get("config"), dict):  # the run's folder, not worker 0's
