@@ -18,7 +18,7 @@ from rich.console import Console
 
 from infergauge.redact import redact_url
 from loadgen.cli.preflight_view import has_error, render
-from loadgen.results.exporter_client import ExporterUnreachable, read_exporter_manifest
+from loadgen.targets.exporter_client import ExporterUnreachable, read_exporter_manifest
 
 
 def local_manifest(engine_urls: list[str]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from loadgen.records import RequestRecord
+from loadgen.results.prompt_cache import merged_cache_facts
 from loadgen.results.record import Written, write_run
 from loadgen.results.rundir import line_text
 from loadgen.results.shard_record import MergeError, ShardRecord, check_one_run, shortfalls
@@ -103,6 +104,7 @@ def merge(shards: Sequence[ShardRecord], causes: dict[int, str] | None = None) -
     times = _span(shards)
     summary = _summary(shards, records, times, reason, section)
     manifest = _manifest(base, shards, times, reason, section, len(lines), merged_schedule, complete)
+    manifest["cache"] = {**manifest["cache"], **summary["cache"]}
     texts = {int(x["index"]): line_text(x) for x in lines}
     return Merged(str(base.manifest["run_id"]), manifest, summary, records, texts)
 
@@ -116,6 +118,9 @@ def _span(shards: Sequence[ShardRecord]) -> tuple[str, str]:
 
 def _when(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else datetime.min.astimezone()
+
+
+CACHE_KEPT = ("flushed", "method", "detail")
 
 
 def total_concurrency(shards: Sequence[ShardRecord]) -> int | None:
@@ -158,7 +163,9 @@ def _summary(
             "max_s": max(x["max_s"] for x in stalls),
             "threshold_s": stalls[0]["threshold_s"],
         }
-    return {**head, **summarize(records, cfg.get("slo") or {}), **extra, "shards": facts}
+    stats = summarize(records, cfg.get("slo") or {})
+    extra["cache"] = merged_cache_facts(records, stats["total_input_tokens"])
+    return {**head, **stats, **extra, "shards": facts}
 
 
 def client_saturation(shards: Sequence[ShardRecord]) -> dict[str, Any] | None:
@@ -196,6 +203,8 @@ def _manifest(
     manifest.update(status="complete", partial=reason is not None, partial_reason=reason)
     manifest.update(started_at=times[0], ended_at=times[1], shards=section)
     manifest["clients"] = {str(s.index): s.manifest.get("client") for s in shards}
+    # the flush facts; not shard 0's counters and bound (merge() adds the merged run's figures)
+    manifest["cache"] = {k: v for k, v in (manifest.get("cache") or {}).items() if k in CACHE_KEPT}
     if isinstance(manifest.get("config"), dict):  # the run's cap, not shard 0's share of it
         manifest["config"]["max_concurrency"] = total_concurrency(shards)
     workload = manifest["workload"]

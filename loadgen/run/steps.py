@@ -15,20 +15,23 @@ import aiohttp
 
 import loadgen.run.annotations as grafana_notes
 from loadgen.config import ConfigError, RunConfig
-from loadgen.records import RequestRecord, RunResult
-from loadgen.results.cache_counters import CacheCounters, cache_facts, engine_counters
+from loadgen.records import EngineMetadata, RequestRecord, RunResult
 from loadgen.results.journal import Journal
 from loadgen.results.manifest import public_url
+from loadgen.results.prompt_cache import engine_block_size, run_cache_facts
 from loadgen.results.record import ManifestFacts, build_manifest, write_run
 from loadgen.results.rundir import write_json
 from loadgen.results.summary import build_summary
+from loadgen.run.engine_tokenize import measure_on_engine
 from loadgen.run.live_metrics import LiveMetrics, RunLabels
 from loadgen.run.measure import Run, execute, linger, paced_gc, route_signals
-from loadgen.targets import EngineMetadata, Target
+from loadgen.targets import Target
+from loadgen.targets.cache_counters import CacheCounters, engine_counters
 from loadgen.transport.aiohttp_client import finalize
 from loadgen.transport.dispatch import Dispatcher
 from loadgen.transport.rawhttp import RawClient
 from loadgen.workload.shard import ShardPlan
+from loadgen.workload.traffic import traffic_summary
 
 OnResult = Callable[[RunResult], None]
 EXIT_NOT_WRITTEN = 3  # the run was measured but some of its files could not be written
@@ -87,7 +90,7 @@ async def run_steps(ctx: RunContext) -> RunResult:
 
 async def _prepare(ctx: RunContext) -> Run:
     """Engine metadata and model, the exporter's manifest, the run state and its live metrics."""
-    from loadgen.results.exporter_client import attach_exporter
+    from loadgen.targets.exporter_client import attach_exporter
 
     assert ctx.meta_session is not None
     ctx.meta = meta = await ctx.target.fetch_metadata(ctx.meta_session, ctx.base_url)
@@ -98,6 +101,7 @@ async def _prepare(ctx: RunContext) -> Run:
         ctx.exporter = await attach_exporter(plain, ctx.config.exporter_url, ctx.base_url)
     await _read_cache_counters(ctx)
     ctx.workload.clip_to_model_len(meta.max_model_len)  # before the first request is drawn
+    await measure_on_engine(ctx.workload, ctx.meta_session, ctx.base_url, ctx.model)  # --tokenizer engine
     run = ctx.run = Run(ctx.config, ctx.run_id, ctx.progress)
     if ctx.shard is not None:
         run.indices = ctx.shard.indices(ctx.shard.index + len(ctx.schedule) * ctx.shard.count)
@@ -205,13 +209,16 @@ def _record(ctx: RunContext, run: Run) -> RunResult:
     )
     summary["client_saturated"] = run.backlog.report()
     summary["host_stalls"] = run.stalls.report(records)
+    summary.update(traffic_summary(ctx.workload, records))
     if itl_missing is not None:
         summary["itl_s"]["incomplete"] = f"ITLs of journaled requests unreadable: {itl_missing}"
     sent_schedule = ctx.schedule[: len(records)]
     facts = ManifestFacts(ctx.workload, ctx.fingerprint, sent_schedule, ctx.meta, ctx.base_url, *ctx.exporter)
     manifest = build_manifest(config, run_id, facts, ctx.started, ctx.ended, run.stop_reason)
     manifest.update(ctx.manifest_extra)
-    summary["cache"] = cache_facts(ctx.cache_counters)
+    summary["cache"] = run_cache_facts(
+        ctx.cache_counters, records, ctx.workload, engine_block_size(manifest), summary["total_input_tokens"]
+    )
     manifest["cache"] = {**manifest["cache"], **summary["cache"]}
     lines = run.journal.lines() if run.journal is not None else None
     try:

@@ -12,10 +12,11 @@ import dataclasses
 import aiohttp
 
 from infergauge import engines
-from loadgen.targets.base import EngineMetadata, FlushResult
+from loadgen.records import EngineMetadata
+from loadgen.targets.base import FlushResult
 from loadgen.targets.preset import EnginePreset, fetch_bodies, flush_with, metadata_from_bodies
 
-DEFAULT_PERSONALITY = "vllm"  # simengine's own default (`--personality`)
+DEFAULT_PERSONALITY = engines.get("simengine").plays[0]  # simengine's own default (`--personality`)
 
 
 class SimTarget(EnginePreset):
