@@ -42,6 +42,7 @@ class RequestRecord:
     raw: list[tuple[int, bytes]] | None = None  # stamped body until `finalize` parses it
     fallback: tuple[str, str] | None = None  # (outcome, error) of a stream cut short
     slot_free_ns: int = 0  # when a --max-concurrency slot came free for it, if it had to wait; else 0
+    host_stall_ns: int = 0  # event-loop stall (>= 50 ms) inside [sent, done]: loadgen's, not the engine's
     session_id: str | None = None  # the conversation this request is a turn of (sessions, traces)
     turn_index: int | None = None  # its turn in that conversation, 0 first
 

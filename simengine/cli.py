@@ -10,11 +10,14 @@ import sys
 
 from aiohttp import web
 
+from infergauge.fdlimit import FdLimitWatch, raise_open_files_limit
 from simengine.app import build_app
 from simengine.config import FLAG_PARSER, ConfigError, SimConfig, parse_args
 
 
 async def _serve(cfg: SimConfig) -> None:
+    raise_open_files_limit()  # one descriptor per stream: the soft limit up to the hard one
+    FdLimitWatch("simengine").install(asyncio.get_running_loop())
     runner = web.AppRunner(build_app(cfg), access_log=None, handle_signals=False, shutdown_timeout=5.0)
     await runner.setup()
     site = web.TCPSite(runner, cfg.host, cfg.port, backlog=4096)

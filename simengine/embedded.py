@@ -20,6 +20,7 @@ from types import TracebackType
 
 from aiohttp import web
 
+from infergauge.fdlimit import FdLimitWatch, raise_open_files_limit
 from simengine.app import build_app
 from simengine.config import SimConfig, parse_args
 
@@ -87,6 +88,8 @@ class EmbeddedEngine:
 
     async def _setup(self) -> None:
         cfg = self.config
+        raise_open_files_limit()  # one descriptor per stream: the soft limit up to the hard one
+        FdLimitWatch("the simulated engine").install(asyncio.get_running_loop())
         self._runner = web.AppRunner(
             build_app(cfg), access_log=None, handle_signals=False, shutdown_timeout=5.0
         )

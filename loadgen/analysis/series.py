@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,6 +9,7 @@ from typing import Any
 
 from loadgen.analysis.points import Point, mean_point, point_from_summary
 from loadgen.results.rundir import RunRecord
+from loadgen.results.summary import iter_lines
 
 NS = 1e9
 LABEL_PARAMS = ("tensor_parallel_size", "max_num_seqs")
@@ -88,14 +88,10 @@ def group_series(records: list[RunRecord]) -> list[Series]:
 
 
 def _rows(path: Path) -> Iterator[dict[str, Any]]:
-    if not path.is_file():
-        return
-    with path.open() as fh:
-        for line in fh:
-            if line.strip():
-                row = json.loads(line)
-                if row.get("outcome") == "ok" and not row.get("warmup"):
-                    yield row
+    """The measured ok request lines, through the one requests.jsonl reader (a torn line is skipped)."""
+    for row in iter_lines(path):
+        if row.get("outcome") == "ok" and not row.get("warmup"):
+            yield row
 
 
 def request_latencies(path: Path) -> tuple[list[float], list[float]]:

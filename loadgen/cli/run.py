@@ -12,7 +12,6 @@ import functools
 import json
 import math
 import os
-import resource
 import signal
 import sys
 from collections.abc import Mapping
@@ -134,9 +133,9 @@ def _fail(ctx: click.Context, message: str) -> NoReturn:
 
 def _raise_fd_limit() -> None:
     """Many concurrent streams need many sockets: lift the soft open-files limit to the hard one."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < hard:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    from infergauge.fdlimit import raise_open_files_limit
+
+    raise_open_files_limit()
 
 
 @click.command(
@@ -229,7 +228,12 @@ def run(ctx: click.Context, **params: Any) -> None:
     except StoreURLError as exc:
         _fail(ctx, str(exc))
     _raise_fd_limit()
+    from loadgen.scale.orphans import recover_and_say
+    from loadgen.store.writer import store_run
     from loadgen.workload.warmup import warmup_warning
+
+    for rebuilt in recover_and_say(config.results_dir):  # a --workers run whose coordinator died
+        store_run(store, config.results_dir, rebuilt, lambda line: click.echo(line, err=True))
 
     burst = warmup_warning(config.warmup, config.max_concurrency)
     if burst:

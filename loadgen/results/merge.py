@@ -71,13 +71,14 @@ def skew_facts(shards: Sequence[ShardRecord]) -> dict[str, Any]:
     }
 
 
-def merge(shards: Sequence[ShardRecord]) -> Merged:
-    """Merge checked shard records (MergeError when they are not one run; see shard_record)."""
+def merge(shards: Sequence[ShardRecord], causes: dict[int, str] | None = None) -> Merged:
+    """Merge checked shard records (MergeError when they are not one run; see shard_record);
+    `causes` says why a shard is not whole where the caller knows better (a worker killed by a signal)."""
     shards = sorted(shards, key=lambda s: s.index)
     check_one_run(shards)
     lines = sorted((rebased(x) for s in shards for x in s.lines), key=lambda x: x["index"])
     records = [record_from_line(x) for x in lines]
-    missing = shortfalls(shards)
+    missing = {**shortfalls(shards), **(causes or {})}
     base = shards[0]
     shard = base.shard
     complete = not missing
@@ -155,6 +156,13 @@ def _summary(
     facts = {**section, "first_send_lag_s": describe(v for v in lag.values() if v is not None)}
     saturation = client_saturation(shards)
     extra = {"client_saturated": saturation} if saturation is not None else {}
+    stalls = [s.summary["host_stalls"] for s in shards if s.summary.get("host_stalls")]
+    if stalls:  # each shard's loop stalled on its own: counts add up, the longest is the worst
+        extra["host_stalls"] = {
+            **{k: sum(x[k] for x in stalls) for k in ("count", "total_s", "requests_affected")},
+            "max_s": max(x["max_s"] for x in stalls),
+            "threshold_s": stalls[0]["threshold_s"],
+        }
     stats = summarize(records, cfg.get("slo") or {})
     extra["cache"] = merged_cache_facts(records, stats["total_input_tokens"])
     return {**head, **stats, **extra, "shards": facts}

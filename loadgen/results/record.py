@@ -107,6 +107,7 @@ def request_line(r: RequestRecord, start_ns: int) -> dict[str, Any]:
         "due_s": _rel(r.due_ns, start_ns),
         "schedule_lag_s": r.schedule_lag_ns / NS,
         "slot_wait_s": r.slot_wait_ns / NS,
+        "host_stall_s": r.host_stall_ns / NS,  # loadgen's event loop stopped meanwhile (docs/reliability.md)
         "ttft_s": ttft_s(r),
         "tpot_s": tpot_s(r),
         "e2e_s": e2e_s(r),

@@ -224,12 +224,18 @@ class LiveMetrics:
         info.labels(*lv, *(str(run_info[k]) for k in info_keys[len(LABELS) :])).set(1)
         self._server: MetricsServer | None = None
 
+    def observe_sent(self, record: RequestRecord, late_ns: int) -> None:
+        """Account one request as it is handed to the client: its lateness then (actual hand-over
+        minus due time; a request readied ahead of its time counts 0) and its slot wait. Observed at
+        send, not at completion, so `loadgen_schedule_lag_seconds` (and LoadgenBehindSchedule) move
+        while the late requests are still in flight."""
+        self.lag.observe(max(late_ns, 0) / NS)
+        self.slot_wait.observe(record.slot_wait_ns / NS)
+
     def observe(self, record: RequestRecord, slo_met: bool) -> None:
         """Account one finished request (warmup requests only move the outcome counter)."""
         counters = self.counters
         counters.by_outcome[record.outcome or "cancelled"] += 1
-        self.lag.observe(max(record.schedule_lag_ns, 0) / NS)
-        self.slot_wait.observe(record.slot_wait_ns / NS)
         if record.outcome != "ok" or record.warmup:
             return
         for hist, value in (

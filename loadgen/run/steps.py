@@ -109,8 +109,13 @@ async def _prepare(ctx: RunContext) -> Run:
     ctx.started = datetime.now(UTC)
     if ctx.shard is not None and ctx.shard.start_at is not None:  # shards start together: at start_at
         ctx.started = max(ctx.started, ctx.shard.start_at)
-    run.journal = _start_record(ctx, run.release)
+    # bound before the run folder exists: a busy --metrics-port leaves no ghost `running` record
     run.metrics = _start_metrics(ctx.config, ctx.run_id, ctx.model, meta, ctx.base_url)
+    try:
+        run.journal = _start_record(ctx, run.release)
+    except BaseException:
+        run.metrics.stop()
+        raise
     return run
 
 
@@ -165,6 +170,7 @@ async def _announce(ctx: RunContext, run: Run) -> None:
         config.max_concurrency,
         run.on_done,
         raw=ctx.raw,
+        on_sent=run.metrics.observe_sent,
     )
 
 
@@ -202,6 +208,7 @@ def _record(ctx: RunContext, run: Run) -> RunResult:
         itl_ns,
     )
     summary["client_saturated"] = run.backlog.report()
+    summary["host_stalls"] = run.stalls.report(records)
     summary.update(traffic_summary(ctx.workload, records))
     if itl_missing is not None:
         summary["itl_s"]["incomplete"] = f"ITLs of journaled requests unreadable: {itl_missing}"

@@ -21,9 +21,11 @@ def test_observe_ok_and_failed_requests() -> None:
     r = RequestRecord(0, "x", False, 0, 10, 3)
     r.sent_ns, r.token_ns, r.first_ns, r.last_ns = 2 * MS, [22 * MS, 27 * MS, 33 * MS], 22 * MS, 33 * MS
     r.outcome, r.output_tokens, r.prompt_tokens = "ok", 3, 10
-    m.observe(r, slo_met=True)
     bad = RequestRecord(1, "y", False, 0, 10, 3)
     bad.outcome = "timeout"
+    m.observe_sent(r, 2 * MS)
+    m.observe_sent(bad, 0)
+    m.observe(r, slo_met=True)
     m.observe(bad, slo_met=False)
     get = m.registry.get_sample_value
     assert get("loadgen_requests_total", {**LABELS, "outcome": "ok"}) == 1
@@ -34,6 +36,7 @@ def test_observe_ok_and_failed_requests() -> None:
     assert get("loadgen_prompt_tokens_total", LABELS) == 10
     assert get("loadgen_slo_met_requests_total", LABELS) == 1
     assert get("loadgen_schedule_lag_seconds_count", LABELS) == 2
+    assert get("loadgen_schedule_lag_seconds_sum", LABELS) == 0.002  # observed at send, not at the end
     assert (
         get("loadgen_run_info", {**LABELS, "engine": "vllm", "engine_version": "0.26.0", "seed": "42"}) == 1
     )
@@ -64,6 +67,7 @@ def test_item6_lag_histogram_is_lateness_and_slot_wait_its_own() -> None:
     m = _metrics()
     r = RequestRecord(0, "x", False, 0, 10, 3)
     r.slot_free_ns, r.sent_ns, r.outcome = 2_000 * MS, 2_001 * MS, "connect_error"
+    m.observe_sent(r, r.sent_ns - r.due_ns)  # as the dispatcher does at the hand-over
     m.observe(r, slo_met=False)
     get = m.registry.get_sample_value
     assert get("loadgen_schedule_lag_seconds_sum", LABELS) == 0.001  # sent - due, not sent - scheduled
