@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from infergauge.engines import ENGINES
+from infergauge.redact import redact_url
 from loadgen.workload.distributions import SpecError, parse_length
 
 # `--target`: every real engine of the registry (their presets), any OpenAI server, the embedded sim
@@ -193,7 +194,15 @@ def _check_base_url(url: str) -> None:
     """http(s)://HOST[:PORT] with a port in 1-65535 (a bad port is named, not reported as unreachable)."""
     if not url.startswith(("http://", "https://")):
         raise ConfigError(f"invalid base_url {url!r}: must start with http:// or https://")
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # `http://[::1` (an unclosed IPv6 bracket)
+        raise ConfigError(f"invalid base_url {redact_url(url)!r}: {exc}") from None
+    if parts.username is not None or parts.password is not None:
+        raise ConfigError(
+            f"invalid base_url {redact_url(url)!r}: credentials in the URL are not used; "
+            "pass the token with --api-key (or OPENAI_API_KEY)"
+        )
     if not parts.hostname:
         raise ConfigError(f"invalid base_url {url!r}: no host")
     try:
@@ -204,6 +213,15 @@ def _check_base_url(url: str) -> None:
         ) from None
     if port == 0:
         raise ConfigError(f"invalid base_url {url!r}: port 0 is not a number in 1-65535")
+
+
+def strip_api_suffix(url: str) -> tuple[str, str | None]:
+    """(`http://h:p`, a note) for `http://h:p/v1[/]`: loadgen adds `/v1/...` itself; (url, None) otherwise."""
+    trimmed = url.rstrip("/")
+    if trimmed.endswith("/v1"):
+        base = trimmed[: -len("/v1")]
+        return base, f"info: base URL {url!r} ends in /v1; using {base!r} (loadgen adds /v1/... itself)"
+    return trimmed, None
 
 
 def parse_duration(text: str, what: str = "duration") -> float:

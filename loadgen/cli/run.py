@@ -8,6 +8,7 @@ Sources resolve as `--config run.yaml` < environment (`LOADGEN_*`, `OPENAI_API_K
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -37,6 +38,7 @@ from loadgen.config import (
     parse_rate,
     parse_slo,
     resolve,
+    strip_api_suffix,
 )
 from loadgen.records import RunResult
 from loadgen.store.url import StoreURL, StoreURLError, parse_store
@@ -102,6 +104,11 @@ def build_config(params: Mapping[str, Any], extra: list[str], environ: Mapping[s
     if sim_args:
         flags["sim_args"] = tuple(yaml_values.get("sim_args", ())) + sim_args
     config = resolve(yaml_values, env_values, flags)
+    if config.base_url:
+        base_url, note = strip_api_suffix(config.base_url)
+        if note:
+            click.echo(note, err=True)
+            config = dataclasses.replace(config, base_url=base_url)
     if config.sim_args:  # a bad --sim-X is a usage error before anything runs
         from loadgen.cli.sim import check_sim_args  # simengine is imported only when used
 
