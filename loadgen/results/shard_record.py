@@ -100,12 +100,15 @@ def check_one_run(shards: Sequence[ShardRecord]) -> None:
             mine, theirs = _dig(first.manifest, path), _dig(other.manifest, path)
             if mine != theirs:
                 raise MergeError(
-                    f"{str(other.path)!r} has {what} {theirs!r}, {str(first.path)!r} has {mine!r}: not one run"
+                    f"{str(other.path)!r} has {what} {theirs!r}, "
+                    f"{str(first.path)!r} has {mine!r}: not one run"
                 )
     seen: dict[int, Path] = {}
     for shard in shards:
         if shard.index in seen:
-            raise MergeError(f"shard {shard.index} given twice: {str(seen[shard.index])!r}, {str(shard.path)!r}")
+            raise MergeError(
+                f"shard {shard.index} given twice: {str(seen[shard.index])!r}, {str(shard.path)!r}"
+            )
         seen[shard.index] = shard.path
     _check_slices(shards)
 

@@ -48,7 +48,9 @@ def test_msgs_merge_cut_journal_and_missing_summary_name_their_causes(tmp_path: 
 
     assert code == 1, output  # merged, partial
     assert "0 requests.jsonl holds 4 of the 10 requests its summary counts (the file was cut)" in output
-    assert "1 partial: summary.json missing (manifest status 'complete'); rebuilt from requests.jsonl" in output
+    assert (
+        "1 partial: summary.json missing (manifest status 'complete'); rebuilt from requests.jsonl" in output
+    )
     assert "holds no run record" not in output
     assert "sent 4 of its" not in output
     summary = json.loads((tmp_path / "merged" / RUN_ID / "summary.json").read_text())
