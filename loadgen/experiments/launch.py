@@ -104,8 +104,8 @@ class LaunchedEngine:
             code = self.proc.poll()
             if code is not None:
                 raise EngineFailed(
-                    f"engine {self.spec.name!r} exited with code {code} before it became "
-                    f"healthy ({phase}); see {self.log_path}"
+                    f"engine {self.spec.name!r} exited at start with code {code} "
+                    f"({exited_phase(phase)}){_last_line(self.log_path)}; see {self.log_path}"
                 )
             phase = slow_phase(read_probe(self.base_url, path), path)
             if phase is None:
@@ -171,3 +171,19 @@ def _wait_group(proc: subprocess.Popen[bytes], wait_s: float) -> None:
         if not _group_alive(proc.pid):
             return
         time.sleep(0.05)
+
+
+def exited_phase(phase: str | None) -> str:
+    """How far an engine that exited got: the last phase seen, without the `process alive` it no longer is."""
+    if phase is None or phase == "process not started" or phase.startswith("process alive"):
+        return "its port never listened"
+    return f"last seen: {phase}"
+
+
+def _last_line(log_path: Path) -> str:
+    """`: <last non-empty line of the engine's log>` (cut to 200 characters), or nothing."""
+    try:
+        lines = [line.strip() for line in log_path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return f": {' '.join(redact_argv(lines[-1].split()))[:200]}" if lines else ""  # argv echoed: no secret

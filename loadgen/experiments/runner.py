@@ -239,6 +239,7 @@ class ExperimentRunner:
             status=DONE,
             run_id=result.run_id,
             partial=result.partial,
+            partial_reason=reason or None,
             cache=cache,
             result_dir=str(result.result_dir),
         )
