@@ -16,8 +16,8 @@ from infergauge.redact import redact
 from loadgen import __version__
 from loadgen.provenance import git_sha
 from loadgen.results.exporter_client import match_engine
-from loadgen.transport.evloop import loop_name
 from loadgen.targets.base import EngineMetadata
+from loadgen.transport.evloop import loop_name
 
 
 def cpu_model() -> str | None:
@@ -123,6 +123,7 @@ def engine_section(
     resolved = resolved_params(meta, watched, exporter, launch_args)
     return {
         "engine": meta.engine,
+        "target_preset": meta.asked_engine,  # set when --target named another engine than answered
         "version": meta.version or (watched or {}).get("version"),
         "model": meta.model,
         "max_model_len": meta.max_model_len,

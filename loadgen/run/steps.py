@@ -4,6 +4,7 @@ live metrics, the start annotation), measure (the load), record (summary, manife
 from __future__ import annotations
 
 import asyncio
+import sys
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from loadgen.results.summary import build_summary
 from loadgen.run.live_metrics import LiveMetrics, RunLabels
 from loadgen.run.measure import Run, execute, linger, paced_gc, route_signals
 from loadgen.targets import EngineMetadata, Target
+from loadgen.targets.preset import mismatch_warning
 from loadgen.transport.aiohttp_client import finalize
 from loadgen.transport.dispatch import Dispatcher
 from loadgen.transport.rawhttp import RawClient
@@ -91,6 +93,9 @@ async def _prepare(ctx: RunContext) -> Run:
 
     assert ctx.meta_session is not None
     ctx.meta = meta = await ctx.target.fetch_metadata(ctx.meta_session, ctx.base_url)
+    mismatch = mismatch_warning(meta, ctx.base_url)
+    if mismatch:
+        print(mismatch, file=sys.stderr, flush=True)
     ctx.model = ctx.config.model or meta.model or ""
     if not ctx.model:
         raise ConfigError(f"{ctx.base_url}/v1/models lists no model: pass --model")

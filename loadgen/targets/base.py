@@ -26,6 +26,7 @@ class EngineMetadata:
     sources: list[str] = field(default_factory=list)
     speaks: str | None = None  # the engine its metadata bodies were recognised as (detect_http)
     server_info_path: str = ""  # the endpoint server_args came from
+    asked_engine: str | None = None  # the --target preset, when the server answered as another engine
 
 
 @dataclass(frozen=True)

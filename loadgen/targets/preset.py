@@ -8,6 +8,7 @@ or the simulated engine in either personality, still reads the right fields.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any, ClassVar
 
 import aiohttp
@@ -80,9 +81,30 @@ class EnginePreset(Target):
     engine: ClassVar[str]
 
     async def fetch_metadata(self, session: aiohttp.ClientSession, base_url: str) -> EngineMetadata:
-        """Version, models and server args from whichever engine's endpoints answer."""
-        return metadata_from_bodies(self.engine, await fetch_bodies(session, base_url))
+        """Version, models and server args from whichever engine's endpoints answer; a server that
+        answers as another registered engine is recorded as that engine (`asked_engine` keeps the preset)."""
+        meta = metadata_from_bodies(self.engine, await fetch_bodies(session, base_url))
+        return answered_as(meta, self.engine)
 
     async def flush_cache(self, session: aiohttp.ClientSession, base_url: str) -> FlushResult:
         """The engine's own flush endpoint."""
         return await flush_with(engines.get(self.engine), session, base_url)
+
+
+def answered_as(meta: EngineMetadata, preset: str) -> EngineMetadata:
+    """`meta` labelled with the engine its bodies were recognised as, when that is not `preset`."""
+    if meta.speaks is None or meta.speaks == preset:
+        return meta
+    return dataclasses.replace(meta, engine=meta.speaks, asked_engine=preset)
+
+
+def mismatch_warning(meta: EngineMetadata, base_url: str) -> str | None:
+    """The console line for a `--target` that is not the engine that answered (None when it is)."""
+    if meta.asked_engine is None:
+        return None
+    version = f" {meta.version}" if meta.version else ""
+    told = meta.server_info_path or (meta.sources[0] if meta.sources else "its endpoints")
+    return (
+        f"warning: --target {meta.asked_engine} but {base_url} answers as {meta.engine}{version} "
+        f"(from {told}); recorded as engine {meta.engine}"
+    )
