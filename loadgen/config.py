@@ -64,7 +64,7 @@ class RunConfig:
     request_timeout_s: float = 600.0
     max_error_rate: float = 0.1
     metrics_port: int = 9403
-    metrics_listen_address: str = "0.0.0.0"  # all interfaces: a dockerised Prometheus scrapes the host
+    metrics_listen_address: str = "127.0.0.1"  # loopback unless asked (docs/security.md)
     linger_s: float = 15.0
     results_dir: str = "results"
     scenario: str | None = None

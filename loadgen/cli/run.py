@@ -171,7 +171,7 @@ def _raise_fd_limit() -> None:
 @click.option("--metrics-port", type=int, help="Live /metrics port (default 9403; 0 disables).")
 @click.option(
     "--metrics-listen-address",
-    help="Address live /metrics listens on (default 0.0.0.0; 127.0.0.1 keeps it on this host).",
+    help="Address live /metrics listens on (default 127.0.0.1; 0.0.0.0 serves every interface).",
 )
 @click.option("--linger", type=float, help="Seconds /metrics stays up after the run (default 15).")
 @click.option("--results-dir", help="Where results/<run_id>/ go (default results).")
