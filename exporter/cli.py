@@ -172,6 +172,7 @@ def main(
         _print_once(exporter, once)
         return
     ssl_context = web_config.ssl_context() if web_config else None
+    exporter.warm()  # the first /manifest then answers from facts, not after the engines' slowest endpoint
     logging.getLogger("exporter").info(
         "listening on %s:%d, collectors %s", listen_host, port, ",".join(collectors)
     )
