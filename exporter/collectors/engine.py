@@ -13,7 +13,6 @@ from exporter.engines import EngineInspector
 from exporter.families import Families
 from infergauge.engines.base import NEUTRAL_PARAMS
 
-
 # /manifest answers within this from the facts it has: loadgen allows the default exporter 1 s, and
 # SGLang's generating /health alone may take 5 s (a stale reading carries `facts_age_s`).
 MANIFEST_BUDGET_S = 0.5
