@@ -250,7 +250,7 @@ class EngineInspector:
         if spec is not None:
             resolved = resolve(
                 spec,
-                cmdline=proc.args if proc else {},
+                cmdline=proc.args if proc else None,  # None: flags not read (no process here)
                 server_info=http.server_info,
                 server_info_path=http.server_info_path,
                 max_model_len=http.max_model_len,

@@ -172,6 +172,11 @@ def _validate_combinations(config: RunConfig) -> None:
         raise ConfigError("target 'openai' needs --base-url (e.g. http://127.0.0.1:8000)")
     if config.base_url:
         _check_base_url(config.base_url)
+        if config.api_key and urlsplit(config.base_url).username is not None:
+            raise ConfigError(  # two Authorization headers: basic from the URL, bearer from the key
+                f"invalid base_url {redact_url(config.base_url)!r}: it carries user:password@ and "
+                "--api-key (or OPENAI_API_KEY) is set too; give one of them"
+            )
     if config.resolved_workload == "jsonl" and not config.dataset:
         raise ConfigError("workload 'jsonl' needs --dataset FILE.jsonl")
     if config.resolved_workload == "random" and config.endpoint == "chat":
@@ -198,11 +203,6 @@ def _check_base_url(url: str) -> None:
         parts = urlsplit(url)
     except ValueError as exc:  # `http://[::1` (an unclosed IPv6 bracket)
         raise ConfigError(f"invalid base_url {redact_url(url)!r}: {exc}") from None
-    if parts.username is not None or parts.password is not None:
-        raise ConfigError(
-            f"invalid base_url {redact_url(url)!r}: credentials in the URL are not used; "
-            "pass the token with --api-key (or OPENAI_API_KEY)"
-        )
     if not parts.hostname:
         raise ConfigError(f"invalid base_url {url!r}: no host")
     try:

@@ -19,7 +19,7 @@ from loadgen.config import ConfigError, RunConfig
 from loadgen.records import RequestRecord, RunResult
 from loadgen.results.cache_counters import CacheCounters, cache_facts, engine_counters
 from loadgen.results.journal import Journal
-from loadgen.results.manifest import public_url
+from loadgen.results.manifest import public_url, unknown_params
 from loadgen.results.record import ManifestFacts, build_manifest, write_run
 from loadgen.results.rundir import write_json
 from loadgen.results.summary import build_summary
@@ -89,7 +89,7 @@ async def run_steps(ctx: RunContext) -> RunResult:
 
 async def _prepare(ctx: RunContext) -> Run:
     """Engine metadata and model, the exporter's manifest, the run state and its live metrics."""
-    from loadgen.results.exporter_client import attach_exporter
+    from loadgen.results.exporter_client import attach_exporter, attached_line
 
     assert ctx.meta_session is not None
     ctx.meta = meta = await ctx.target.fetch_metadata(ctx.meta_session, ctx.base_url)
@@ -101,6 +101,8 @@ async def _prepare(ctx: RunContext) -> Run:
         raise ConfigError(f"{ctx.base_url}/v1/models lists no model: pass --model")
     async with aiohttp.ClientSession() as plain:  # never send the engine's API key to the exporter
         ctx.exporter = await attach_exporter(plain, ctx.config.exporter_url, ctx.base_url)
+    if ctx.exporter[0] is not None or ctx.config.exporter_url or ctx.config.target != "sim":
+        print(attached_line(*ctx.exporter), file=sys.stderr, flush=True)  # the embedded sim has none
     await _read_cache_counters(ctx)
     ctx.workload.clip_to_model_len(meta.max_model_len)  # before the first request is drawn
     run = ctx.run = Run(ctx.config, ctx.run_id, ctx.progress)
@@ -121,6 +123,14 @@ def _start_record(ctx: RunContext, on_written: Callable[[RequestRecord], None]) 
     facts = ManifestFacts(ctx.workload, "", [], ctx.meta, ctx.base_url, *ctx.exporter)
     manifest = build_manifest(ctx.config, ctx.run_id, facts, ctx.started, ctx.started, None)
     manifest.update(ctx.manifest_extra, status="running", ended_at=None)
+    unknown = unknown_params(manifest.get("engine") or {})
+    if unknown:
+        print(
+            f"warning: engine facts unknown: {', '.join(unknown)} (launch flags not read: "
+            "attach an exporter that watches the engine, or run vLLM in dev mode)",
+            file=sys.stderr,
+            flush=True,
+        )
     try:
         write_json(run_dir / "manifest.json", manifest)
     except OSError as exc:

@@ -27,6 +27,9 @@ class EngineMetadata:
     speaks: str | None = None  # the engine its metadata bodies were recognised as (detect_http)
     server_info_path: str = ""  # the endpoint server_args came from
     asked_engine: str | None = None  # the --target preset, when the server answered as another engine
+    reported: dict[str, Any] = field(
+        default_factory=dict
+    )  # args its info metric states (vllm:cache_config_info)
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,15 @@ async def get_json(session: aiohttp.ClientSession, url: str) -> Any | None:
                 return None
             return json.loads(await resp.read())
     except (aiohttp.ClientError, TimeoutError, ValueError):
+        return None
+
+
+async def get_text(session: aiohttp.ClientSession, url: str) -> str | None:
+    """GET a text body (a /metrics page); None on any error or non-200 answer."""
+    try:
+        async with session.get(url, timeout=META_TIMEOUT) as resp:
+            return (await resp.read()).decode(errors="replace") if resp.status == 200 else None
+    except (aiohttp.ClientError, TimeoutError):
         return None
 
 

@@ -49,7 +49,7 @@ def test_msgs_base_url_with_credentials_is_one_line_without_the_password(tmp_pat
     assert code == 2
     assert len(lines) == 1, lines
     assert "invalid base_url 'http://<redacted>@127.0.0.1:9'" in lines[0]
-    assert "--api-key" in lines[0]
+    assert "--api-key (or OPENAI_API_KEY) is set too; give one of them" in lines[0]
     assert "hunter2" not in lines[0]
     assert not any(tmp_path.iterdir())  # nothing half-written
 
