@@ -32,8 +32,8 @@ def _check(a: str, b: str, results_dir: str, exporters: tuple[str | None, str | 
     rows += [[d.param, str(d.a), str(d.b)] for d in compare_params(fa.params, fb.params)]
     for name in undecided(fa.params, fb.params):
         click.echo(f"warning: {name} is 'auto' (the engine decides at start-up): set it on both")
-    for side, facts in (("A", fa), ("B", fb)):
-        unknown = sorted(k for k, v in facts.param_sources.items() if str(v).startswith("unknown"))
+    for side, one in (("A", fa), ("B", fb)):
+        unknown = sorted(k for k, v in one.param_sources.items() if str(v).startswith("unknown"))
         if unknown:
             click.echo(
                 f"warning: {side} does not say {', '.join(unknown)} (its launch flags were not read: "
