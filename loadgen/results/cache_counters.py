@@ -107,13 +107,20 @@ def cache_facts(readings: Sequence[CacheCounters | None]) -> dict[str, Any]:
 
 
 def cache_warning(run_id: str, cache: Mapping[str, Any], threshold: float = WARM_HIT_RATIO) -> str | None:
-    """A console warning when the run measured a warm prefix cache (hit ratio above `threshold`)."""
+    """A console warning when the run measured a warm prefix cache: hits above `threshold` of the
+    prompt tokens that the workload's own repeated prefixes (`implied_hit_tokens`) do not explain."""
     ratio = cache.get("hit_ratio")
     if ratio is None or ratio <= threshold:
         return None
-    hits = f"{cache.get('hit_tokens')} of {cache.get('queried_tokens')} prompt tokens ({ratio:.0%})"
+    implied = int(cache.get("implied_hit_tokens") or 0)
+    hits, queried = int(cache.get("hit_tokens") or 0), int(cache.get("queried_tokens") or 0)
+    if queried and (hits - implied) / queried <= threshold:
+        return None  # a shared-prefix workload hitting its own prefixes: the cache was cold
+    hits_text = f"{hits} of {queried} prompt tokens ({ratio:.0%})"
+    if implied:
+        hits_text += f", {implied} of them explained by the workload's repeated prefixes,"
     if cache.get("flushed") is True:
         why = f"it was meant to be cold ({cache.get('method')})"
     else:
         why = f"the cache was not cleared before it ({cache.get('detail') or 'no flush asked'})"
-    return f"warning: run {run_id} measured a warm prefix cache: {hits} were cache hits, but {why}"
+    return f"warning: run {run_id} measured a warm prefix cache: {hits_text} were cache hits, but {why}"

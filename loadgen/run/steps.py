@@ -17,7 +17,7 @@ import aiohttp
 import loadgen.run.annotations as grafana_notes
 from loadgen.config import ConfigError, RunConfig
 from loadgen.records import RequestRecord, RunResult
-from loadgen.results.cache_counters import CacheCounters, cache_facts, engine_counters
+from loadgen.results.cache_counters import WARM_HIT_RATIO, CacheCounters, cache_facts, engine_counters
 from loadgen.results.journal import Journal
 from loadgen.results.manifest import public_url, unknown_params
 from loadgen.results.record import ManifestFacts, build_manifest, write_run
@@ -30,6 +30,7 @@ from loadgen.targets.preset import mismatch_warning
 from loadgen.transport.aiohttp_client import finalize
 from loadgen.transport.dispatch import Dispatcher
 from loadgen.transport.rawhttp import RawClient
+from loadgen.workload.prefix_reuse import implied_hit_tokens
 from loadgen.workload.shard import ShardPlan
 
 OnResult = Callable[[RunResult], None]
@@ -221,6 +222,10 @@ def _record(ctx: RunContext, run: Run) -> RunResult:
     manifest.update(ctx.manifest_extra)
     summary["cache"] = cache_facts(ctx.cache_counters)
     manifest["cache"] = {**manifest["cache"], **summary["cache"]}
+    if (summary["cache"]["hit_ratio"] or 0.0) > WARM_HIT_RATIO:  # only then: it re-draws every request
+        manifest["cache"]["implied_hit_tokens"] = implied_hit_tokens(
+            ctx.workload.request(r.index) for r in records
+        )
     lines = run.journal.lines() if run.journal is not None else None
     try:
         written = write_run(Path(config.results_dir), run_id, manifest, summary, records, ctx.start_ns, lines)
