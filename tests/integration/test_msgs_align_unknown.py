@@ -8,6 +8,7 @@ exporter app on loopback discovers it from the process table, as on a GPU host.
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import time
@@ -69,8 +70,6 @@ def _rows(output: str) -> dict[str, list[str]]:
 async def test_msgs_align_unknown_max_num_seqs_without_exporter_and_64_with_it(
     vllm_64: str, exporter_url: str
 ) -> None:
-    import asyncio
-
     with EmbeddedEngine(["--personality", "sglang", "--max-running-requests", "64"]) as sglang:
         bare = await asyncio.to_thread(CliRunner().invoke, align, ["--check", vllm_64, sglang.base_url])
         args = ["--check", vllm_64, sglang.base_url, "--exporter-a", exporter_url]
@@ -81,7 +80,8 @@ async def test_msgs_align_unknown_max_num_seqs_without_exporter_and_64_with_it(
         x for x in bare.output.splitlines() if x.startswith("warning: A does not say")
     )
     assert "max_num_seqs" not in _rows(bare.output)  # unknown is no difference
-    assert f"A: {vllm_64} (vllm " in seen.output and "from exporter " in seen.output, seen.output
+    assert f"A: {vllm_64} (vllm " in seen.output, seen.output
+    assert "from exporter " in seen.output, seen.output
     assert "max_num_seqs is 'auto'" not in seen.output
     assert "does not say max_num_seqs" not in seen.output
     assert "max_num_seqs" not in _rows(seen.output)  # 64 on both: aligned
