@@ -32,6 +32,7 @@ IGNORED_SUFFIXES = frozenset(
         # cache.hit_tokens / queried_tokens are counts the run measured; cache.hit_ratio is the cause
         "hit_tokens",
         "queried_tokens",
+        "implied_hit_tokens",  # what the workload's own prefixes explain: a count, not a cause
     }
 )
 IGNORED_PREFIXES = ("experiment.",)
