@@ -53,7 +53,7 @@ def test_msgs_engine_that_exits_at_start_is_reported_as_exited(tmp_path: Path) -
     with pytest.raises(EngineFailed) as failed:
         engine.start()
     message = str(failed.value)
-    assert "engine 'e' exited at start with code 2 (its port never listened)" in message
+    assert "engine 'e' exited with code 2 at start (its port never listened)" in message
     assert "process alive" not in message
     assert "bad flag --api-key <redacted>" in message  # the log's last line, secrets hidden
     assert "sk-secret1" not in message
