@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from infergauge.engines import names_text
+
 HARD_THROTTLE = {"hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake_slowdown"}
 SOFT_THROTTLE = {"sw_power_cap"}
 
@@ -72,7 +74,7 @@ def engine_checks(engines: list[dict[str, Any]], configured_urls: list[str]) -> 
     optional endpoint (stale facts) is neither: the engine answered."""
     found: list[dict[str, str]] = []
     if not engines:
-        found.append(finding("no_engine", "info", "no vLLM, SGLang or simulated engine found on this host"))
+        found.append(finding("no_engine", "info", f"no {names_text()} found on this host"))
     for engine in engines:
         if not engine["up"] and engine.get("pid") is not None:  # its process lives: still starting
             found.append(

@@ -19,6 +19,7 @@ from exporter.app import Exporter, ExporterConfig, build_app
 from exporter.collectors.registry import COLLECTORS
 from exporter.nvml.reading import DEFAULT_TIMEOUT_S
 from exporter.webconfig import WebConfigError, load_web_config
+from infergauge.engines import names_text
 
 ENV_PREFIX = "INFERGAUGE_EXPORTER"
 # All interfaces, as before the option existed: the compose stack's Prometheus reaches the exporter
@@ -82,7 +83,9 @@ def _collectors(flag: str, dest: str, help_text: str) -> Callable[[F], F]:
     help="Bearer token for the engine's API (never logged or exported).",
 )
 @_option(
-    "--discover/--no-discover", default=True, help="Find vLLM/SGLang/simulated engine processes on this host."
+    "--discover/--no-discover",
+    default=True,
+    help=f"Find {names_text('and')} processes on this host (every registered engine).",
 )
 @_option(
     "--sample-interval",

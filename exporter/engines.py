@@ -10,7 +10,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 import psutil
 
@@ -21,6 +20,7 @@ from exporter.discovery import (
     find_engines,
     gpu_holders,
     listening_ports,
+    pair_urls,
     process_context,
     read_processes,
     relevant_env,
@@ -205,14 +205,13 @@ class EngineInspector:
         processes = find_engines(self.read_procs()) if self.discover else []
         for proc in processes:
             proc.listening = self.ports_of(proc.pid)
-        urls = list(self.engine_urls)
-        by_port: dict[int, EngineProcess] = {proc.port: proc for proc in processes}
-        reports: list[EngineReport] = []
-        for url in urls:
-            matched = by_port.pop(urlsplit(url).port or -1, None)
-            reports.append(self._report(matched, *self._poll(url)))
-        for found in by_port.values():
-            reports.append(self._report(found, *self._poll(found.base_url)))
+        polled = [(url, self._poll(url)) for url in self.engine_urls]
+        # engines keyed by process and port (discovery.pair_urls), never by port alone
+        pairs = pair_urls(processes, [(url, facts.model) for url, (facts, _) in polled])
+        reports = [self._report(found, *http) for (_, http), (_, found) in zip(polled, pairs, strict=False)]
+        for _, found in pairs[len(polled) :]:  # processes no URL named, each polled at its own address
+            if found is not None:
+                reports.append(self._report(found, *self._poll(found.base_url)))
         return reports
 
     def _poll(self, url: str) -> tuple[EngineHttpFacts, dict[str, float]]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,9 +18,19 @@ import yaml
 from infergauge.engines import ENGINES
 from infergauge.redact import redact_url
 from loadgen.workload.distributions import SpecError, parse_length
+from loadgen.workload.traffic_config import TrafficConfig, traffic_from_mapping
+
+NO_EXPORTER = "none"  # --exporter-url none: attach no exporter (its facts are recorded as missing)
 
 # `--target`: every real engine of the registry (their presets), any OpenAI server, the embedded sim
-TARGET_NAMES = (*(name for name, spec in ENGINES.items() if not spec.plays), "openai", "sim")
+
+
+def target_names() -> tuple[str, ...]:
+    """The valid `--target` names, read from the engine registry now: every engine that is not a
+    simulator (registry order), then `openai` (any server at --base-url) and `sim` (embedded)."""
+    return (*(name for name, spec in ENGINES.items() if not spec.plays), "openai", "sim")
+
+
 ENDPOINTS = ("completions", "chat")
 WORKLOADS = ("random", "random-text", "shared-prefix", "jsonl")
 ARRIVALS = ("poisson", "constant", "gamma")
@@ -69,19 +79,23 @@ class RunConfig:
     results_dir: str = "results"
     scenario: str | None = None
     experiment_id: str | None = None
-    exporter_url: str | None = None
+    exporter_url: str | None = None  # None: try the default exporter; NO_EXPORTER: attach none
     sim_args: tuple[str, ...] = ()
     grafana_url: str | None = None
     grafana_token: str | None = field(default=None, repr=False)
     extra_manifest: dict[str, Any] = field(default_factory=dict)
     http_client: str = "raw"  # the load's transport: loadgen.transport.rawhttp, or aiohttp
+    traffic: TrafficConfig | None = None  # trace replay, sessions, ShareGPT files (docs/workloads.md)
 
     def __post_init__(self) -> None:
         validate(self)
 
     @property
     def resolved_workload(self) -> str:
-        """The workload name, defaulting to token ids for completions and text for chat."""
+        """The workload name, defaulting to token ids for completions and text for chat (`trace`,
+        `sessions` or `sharegpt` under the traffic options)."""
+        if self.traffic is not None and self.traffic.kind != "none":
+            return self.traffic.kind
         if self.workload:
             return self.workload
         if self.dataset:
@@ -122,6 +136,8 @@ class RunConfig:
                 value = "inf"
             elif isinstance(value, tuple):
                 value = list(value)
+            elif isinstance(value, TrafficConfig):
+                value = value.to_manifest()
             out[f.name] = value
         out["workload"] = self.resolved_workload
         out["input_len"], out["output_len"] = self.lengths
@@ -129,7 +145,7 @@ class RunConfig:
         return out
 
 
-def _choice(name: str, value: str | None, choices: tuple[str, ...]) -> None:
+def _choice(name: str, value: str | None, choices: Sequence[str]) -> None:
     if value is not None and value not in choices:
         raise ConfigError(f"invalid {name} {value!r}; choose from {', '.join(choices)}")
 
@@ -145,7 +161,7 @@ def _positive(name: str, value: float | None, *, allow_zero: bool = False) -> No
 
 def validate(config: RunConfig) -> None:
     """Raise ConfigError for the first invalid field; called on construction."""
-    _choice("target", config.target, TARGET_NAMES)
+    _choice("target", config.target, target_names())
     _choice("endpoint", config.endpoint, ENDPOINTS)
     _choice("workload", config.workload, WORKLOADS)
     _choice("arrival", config.arrival, ARRIVALS)
@@ -165,6 +181,13 @@ def validate(config: RunConfig) -> None:
     if config.metrics_port > 65535:
         raise ConfigError(f"invalid metrics_port {config.metrics_port!r}: must be 0-65535")
     _validate_combinations(config)
+    if config.traffic is not None:
+        from loadgen.workload.traffic import check_traffic  # it imports this module
+
+        check_traffic(config.traffic, config.endpoint)
+        if config.traffic.kind != "none" and (config.workload or config.dataset):
+            given = "--workload" if config.workload else "--dataset"
+            raise ConfigError(f"--{config.traffic.kind} and {given} are two workloads: give one")
 
 
 def _validate_combinations(config: RunConfig) -> None:
@@ -177,13 +200,21 @@ def _validate_combinations(config: RunConfig) -> None:
                 f"invalid base_url {redact_url(config.base_url)!r}: it carries user:password@ and "
                 "--api-key (or OPENAI_API_KEY) is set too; give one of them"
             )
+    exporter = config.exporter_url
+    if exporter and exporter != NO_EXPORTER and not exporter.startswith(("http://", "https://")):
+        raise ConfigError(
+            f"invalid exporter_url {redact_url(exporter)!r}: "
+            f"must start with http:// or https:// (or be '{NO_EXPORTER}')"
+        )
     if config.resolved_workload == "jsonl" and not config.dataset:
         raise ConfigError("workload 'jsonl' needs --dataset FILE.jsonl")
     if config.resolved_workload == "random" and config.endpoint == "chat":
         raise ConfigError(
             "workload 'random' sends token ids, which chat cannot take; use --workload random-text"
         )
-    if math.isinf(config.rate) and config.total_requests is None and config.max_concurrency is None:
+    own_schedule = config.traffic is not None and config.traffic.kind in ("trace", "sessions")
+    bounded = config.max_concurrency or own_schedule
+    if math.isinf(config.rate) and config.total_requests is None and not bounded:
         raise ConfigError("rate 'inf' with only --duration needs --max-concurrency (or give --num-prompts)")
     for spec in (config.input_len, config.output_len):
         if spec is not None:
@@ -280,6 +311,16 @@ FIELD_NAMES = {f.name for f in dataclasses.fields(RunConfig)}
 ALIASES = {"duration": "duration_s", "request_timeout": "request_timeout_s", "linger": "linger_s"}
 
 
+def _traffic(value: Any) -> TrafficConfig:
+    """A YAML `traffic:` mapping -> TrafficConfig (one line naming a bad key or value)."""
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"invalid traffic {value!r}: expected a mapping (trace: FILE, sessions: ...)")
+    try:
+        return traffic_from_mapping(dict(value))
+    except (KeyError, TypeError) as exc:
+        raise ConfigError(str(exc).strip("'\"")) from None
+
+
 def _coerce(name: str, value: Any) -> Any:
     """Turn a YAML/env value into the field's type (strings from the environment included)."""
     if value is None:
@@ -290,6 +331,8 @@ def _coerce(name: str, value: Any) -> Any:
         return parse_rate(value)
     if name in ("duration_s", "request_timeout_s", "linger_s") and isinstance(value, str):
         return parse_duration(value, name)
+    if name == "traffic":
+        return _traffic(value)
     if name == "sim_args":
         return tuple(str(v) for v in (value.split() if isinstance(value, str) else value))
     default = RunConfig.__dataclass_fields__[name].default

@@ -38,7 +38,8 @@ async def _serve(cfg: SimConfig) -> None:
 
 USAGE = """usage: python -m simengine [serve MODEL] [flags]   (also: loadgen sim [flags])
 
-Simulated OpenAI-compatible engine with a vLLM (default, port 8000) or SGLang (port 30000) personality.
+Simulated OpenAI-compatible engine with a vLLM (default, port 8000), SGLang (port 30000) or llama.cpp
+(--personality llamacpp, port 8080) personality.
 A real vLLM or SGLang launch line runs unchanged; flags it does not model are accepted and recorded.
 Examples:
   python -m simengine --tensor-parallel-size 2 --max-num-seqs 128 --gpu-memory-utilization 0.90 \\

@@ -226,6 +226,7 @@ async def _stream(
         on_disconnect=state.engine.abort,
         faults=faults,
         stall_s=state.cfg.fault_stall_ms / 1e3,
+        cached_tokens=p.reported_cached_tokens,
     )
     group.sink = sink
     await _wait(state, group, done)

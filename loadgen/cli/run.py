@@ -21,14 +21,15 @@ from typing import Any, NoReturn
 
 import click
 
+from infergauge import engines
 from loadgen.cli.shard_options import SCALE_KEYS, scale_options, shard_plan, worker_count
 from loadgen.cli.store import STORE_ENV, store_option
+from loadgen.cli.traffic_options import traffic_fields, traffic_options
 from loadgen.config import (
     ARRIVALS,
     ENDPOINTS,
     HTTP_CLIENTS,
     PROFILES,
-    TARGET_NAMES,
     WORKLOADS,
     ConfigError,
     RunConfig,
@@ -39,9 +40,25 @@ from loadgen.config import (
     parse_slo,
     resolve,
     strip_api_suffix,
+    target_names,
 )
 from loadgen.records import RunResult
 from loadgen.store.url import StoreURL, StoreURLError, parse_store
+
+
+class TargetChoice(click.Choice):
+    """`--target`'s choices, read from the engine registry at each use (a registered engine counts)."""
+
+    def __init__(self) -> None:
+        super().__init__(target_names())
+
+    @property  # type: ignore[override]
+    def choices(self) -> tuple[str, ...]:
+        return target_names()
+
+    @choices.setter
+    def choices(self, _value: object) -> None:  # click's __init__ assigns it; the registry decides
+        pass
 
 
 class OneLineErrors(click.Command):
@@ -85,7 +102,7 @@ def _flag_values(params: Mapping[str, Any]) -> dict[str, Any]:
         flags["linger_s"] = float(flags.pop("linger"))
     if "slo" in flags:
         flags["slo"] = parse_slo(flags["slo"])
-    return flags
+    return traffic_fields(flags)  # trace / sessions / ShareGPT flags and the vllm bench serve aliases
 
 
 def build_config(params: Mapping[str, Any], extra: list[str], environ: Mapping[str, str]) -> RunConfig:
@@ -140,10 +157,10 @@ def _raise_fd_limit() -> None:
 @click.option(
     "--config", type=click.Path(dir_okay=False), help="run.yaml with RunConfig fields (flags override)."
 )
+@click.option("--target", type=TargetChoice(), help="Engine preset (default sim: embedded simulator).")
 @click.option(
-    "--target", type=click.Choice(TARGET_NAMES), help="Engine preset (default sim: embedded simulator)."
+    "--base-url", help=f"Server URL ({engines.default_ports_text()} by default; required for openai)."
 )
-@click.option("--base-url", help="Server URL (vllm :8000, sglang :30000 by default; required for openai).")
 @click.option("--model", help="Model name (default: the first of /v1/models).")
 @click.option("--endpoint", type=click.Choice(ENDPOINTS), help="completions (default) or chat.")
 @click.option("--api-key", help="Bearer token (or OPENAI_API_KEY); never logged or stored.")
@@ -177,7 +194,9 @@ def _raise_fd_limit() -> None:
 @click.option("--results-dir", help="Where results/<run_id>/ go (default results).")
 @click.option("--scenario", help="Scenario label (default <workload>-<profile>).")
 @click.option("--experiment-id", help="Experiment this run belongs to.")
-@click.option("--exporter-url", help="infergauge exporter (default: try http://127.0.0.1:9402).")
+@click.option(
+    "--exporter-url", help="infergauge exporter (default: try http://127.0.0.1:9402; none: attach none)."
+)
 @click.option("--grafana-url", help="Annotate the run in Grafana (or GRAFANA_URL; token from GRAFANA_TOKEN).")
 @store_option
 @click.option("--json", "json_output", is_flag=True, help="Print the summary as JSON instead of the table.")
@@ -188,6 +207,7 @@ def _raise_fd_limit() -> None:
     help="Load transport: raw (default: minimal HTTP/1.1 on asyncio.Protocol) or aiohttp.",
 )
 @scale_options
+@traffic_options
 @click.pass_context
 def run(ctx: click.Context, **params: Any) -> None:
     """Run a benchmark: `loadgen --target sglang --rate 10` (extra `--sim-X V` go to the simulator)."""
@@ -205,6 +225,10 @@ def run(ctx: click.Context, **params: Any) -> None:
         unknown_length = config.total_requests is None and math.isinf(config.rate)
         if (shard is not None or workers is not None) and unknown_length:
             raise ConfigError("a sharded run needs a known schedule: give --num-prompts or a finite --rate")
+        if (shard is not None or workers is not None) and config.traffic and config.traffic.closed_loop:
+            raise ConfigError(
+                "sessions cannot be sharded (each turn waits for its answer): drop --shard/--workers"
+            )
     except (ConfigError, click.UsageError) as exc:
         _fail(ctx, str(exc) if isinstance(exc, ConfigError) else exc.format_message())
     try:
@@ -253,9 +277,9 @@ def _show(
 ) -> None:
     """Print the summary (before the linger), write the run's row to the results store, say where
     the record went and how long /metrics stays."""
-    from loadgen.results.cache_counters import cache_warning
     from loadgen.run.progress import summary_table
     from loadgen.store.writer import store_run
+    from loadgen.targets.cache_counters import cache_warning
 
     late.recorded = True
     if json_output:
@@ -265,6 +289,11 @@ def _show(
     warning = cache_warning(result.run_id, result.manifest.get("cache") or {})
     if warning:
         click.echo(warning, err=True)
+    from loadgen.report.vllm_result import save_vllm_result
+
+    saved = save_vllm_result(config, result.result_dir, result.summary)
+    if saved is not None:
+        click.echo(f"vllm bench serve result: {saved}", err=True)
     # the row first: a record not fully written stays the last line the user reads
     store_run(store, config.results_dir, result.run_id, lambda line: click.echo(line, err=True))
     click.echo(results_line(result.result_dir, result.not_written), err=True)

@@ -97,9 +97,10 @@ def info(results_dir: str, store: str | None) -> None:
     except StoreError as exc:
         click.echo(f"Error: results store {url.public}: {exc}", err=True)
         sys.exit(1)
+    shards = f" (and {facts.shard_rows} shard rows, not counted)" if facts.shard_rows else ""
     click.echo(
         f"{facts.store}: schema version {facts.schema_version}{_compared(facts.schema_version)}, "
-        f"{facts.runs} runs"
+        f"{facts.runs} runs{shards}"
     )
 
 

@@ -28,9 +28,9 @@ from loadgen.experiments.launch import EngineFailed, LaunchedEngine
 from loadgen.experiments.plantypes import EngineSpec, Plan
 from loadgen.experiments.state import DONE, ExperimentState
 from loadgen.records import RunResult
-from loadgen.results.cache_counters import cache_warning
 from loadgen.run.runner import run_benchmark_sync
 from loadgen.targets import get_target
+from loadgen.targets.cache_counters import cache_warning
 
 RunFn = Callable[[RunConfig], RunResult]
 Log = Callable[[str], None]

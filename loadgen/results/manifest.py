@@ -15,9 +15,9 @@ from infergauge.engines.resolve import Resolved, resolve
 from infergauge.redact import redact
 from loadgen import __version__
 from loadgen.provenance import git_sha
-from loadgen.results.exporter_client import match_engine
-from loadgen.targets.base import EngineMetadata
+from loadgen.targets.exporter_client import match_engine
 from loadgen.transport.evloop import loop_name
+from loadgen.records import EngineMetadata
 
 
 def cpu_model() -> str | None:

@@ -14,7 +14,7 @@ from loadgen.stats import NS, summarize
 
 if TYPE_CHECKING:
     from loadgen.config import RunConfig
-    from loadgen.targets import EngineMetadata
+    from loadgen.records import EngineMetadata
 
 CRASHED_REASON = "crashed: the run ended without writing its summary (killed?)"
 
@@ -92,6 +92,7 @@ def record_from_line(line: dict[str, Any]) -> RequestRecord:
         done_ns=_ns(line.get("done_s"), start_ns),
         token_ns=token_ns,
         prompt_tokens=line.get("prompt_tokens"),
+        cached_tokens=line.get("cached_tokens"),
         output_tokens=line.get("output_tokens") or 0,
         token_count=line.get("token_count") or "usage",
         outcome=line.get("outcome"),

@@ -100,6 +100,12 @@ COUNTERS = (  # name, HELP, labels beyond LABELS
     ("loadgen_output_tokens", "Output tokens of ok requests.", ()),
     ("loadgen_slo_met_requests", "Ok requests meeting every SLO given.", ()),
 )
+CACHED_COUNTER = (
+    "loadgen_cached_prompt_tokens",
+    "Prompt tokens of ok requests the engine reported served from its prefix cache "
+    "(usage.prompt_tokens_details.cached_tokens); absent until a response carries it.",
+    (),
+)
 
 
 class FastCounters:
@@ -111,12 +117,17 @@ class FastCounters:
         self.label_values = list(labels.values())
         self.by_outcome = dict.fromkeys(OUTCOMES, 0)
         self.prompt_tokens = self.output_tokens = self.slo_met = 0
+        self.cached_tokens: int | None = None  # None until a response reported cached tokens
 
     def _families(self) -> list[CounterMetricFamily]:
         return [CounterMetricFamily(name, doc, labels=[*LABELS, *extra]) for name, doc, extra in COUNTERS]
 
+    def _cached_family(self) -> CounterMetricFamily:
+        name, doc, extra = CACHED_COUNTER
+        return CounterMetricFamily(name, doc, labels=[*LABELS, *extra])
+
     def describe(self) -> list[CounterMetricFamily]:
-        return self._families()
+        return [*self._families(), self._cached_family()]
 
     def collect(self) -> list[CounterMetricFamily]:
         requests, prompt, output, slo = families = self._families()
@@ -126,6 +137,11 @@ class FastCounters:
         prompt.add_metric(values, self.prompt_tokens)
         output.add_metric(values, self.output_tokens)
         slo.add_metric(values, self.slo_met)
+        cached = self.cached_tokens
+        if cached is not None:
+            family = self._cached_family()
+            family.add_metric(values, cached)
+            families.append(family)
         return families
 
 
@@ -227,6 +243,8 @@ class LiveMetrics:
         counters.prompt_tokens += record.input_len if record.prompt_tokens is None else record.prompt_tokens
         counters.output_tokens += record.output_tokens
         counters.slo_met += slo_met
+        if record.cached_tokens is not None:
+            counters.cached_tokens = (counters.cached_tokens or 0) + record.cached_tokens
 
     def serve(self, port: int, addr: str = DEFAULT_LISTEN_ADDRESS) -> int:
         """Serve /metrics on `addr:port` (0 picks a free port); returns the bound port."""

@@ -166,10 +166,16 @@ class Run:
     async def dispatch(self, target: Target, workload: Any, model: str, schedule: list[int]) -> None:
         """Send every scheduled request (cancelled by `request_stop`); fills start_ns and `sent`."""
         assert self.dispatcher is not None
+        if getattr(workload, "name", None) == "sessions":  # closed-loop turns: loadgen.run.sessions
+            from loadgen.run.sessions import drive_sessions
+
+            await drive_sessions(self, target, workload, model)
+            return
         cfg = self.config
         self.start_ns = perf_base(self.start_at)
         horizon = None if cfg.duration_s is None else self.start_ns + int(cfg.duration_s * 1e9)
         indices = range(len(schedule)) if self.indices is None else self.indices
+        session_turn = getattr(workload, "session_turn", None)
         for index, offset in zip(indices, schedule, strict=True):
             spec = workload.request(index)
             path, payload = target.build_payload(
@@ -182,6 +188,8 @@ class Run:
             record = RequestRecord(
                 index, f"{self.run_id}-{index:06d}", index < cfg.warmup, due, spec.input_len, spec.output_len
             )
+            if session_turn is not None:  # a trace's conversations (loadgen.workload.trace)
+                record.session_id, record.turn_index = session_turn(index)
             if not await self.dispatcher.send_at(due, record, path, body, horizon):
                 break
             self.sent.add(spec)

@@ -1,35 +1,18 @@
-"""What every target shares: the OpenAI request shape, metadata types and small HTTP helpers."""
+"""What every target shares: the OpenAI request shape, the flush result and small HTTP helpers
+(`EngineMetadata`, a plain record, lives in loadgen/records.py)."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import aiohttp
 
+from loadgen.records import EngineMetadata
 from loadgen.workload.generator import RequestSpec
 
 META_TIMEOUT = aiohttp.ClientTimeout(total=5)
-
-
-@dataclass(frozen=True)
-class EngineMetadata:
-    """Facts the engine reports about itself over HTTP."""
-
-    engine: str
-    version: str | None = None
-    model: str | None = None
-    max_model_len: int | None = None
-    server_args: dict[str, Any] = field(default_factory=dict)
-    models: list[str] = field(default_factory=list)
-    sources: list[str] = field(default_factory=list)
-    speaks: str | None = None  # the engine its metadata bodies were recognised as (detect_http)
-    server_info_path: str = ""  # the endpoint server_args came from
-    asked_engine: str | None = None  # the --target preset, when the server answered as another engine
-    reported: dict[str, Any] = field(
-        default_factory=dict
-    )  # args its info metric states (vllm:cache_config_info)
 
 
 @dataclass(frozen=True)

@@ -16,15 +16,8 @@ import aiohttp
 from infergauge import engines
 from infergauge.engines.base import EngineSpec
 from infergauge.engines.resolve import info_metric_args
-from loadgen.targets.base import (
-    EngineMetadata,
-    FlushResult,
-    Target,
-    get_json,
-    get_text,
-    models_info,
-    post_status,
-)
+from loadgen.records import EngineMetadata
+from loadgen.targets.base import FlushResult, Target, get_json, get_text, models_info, post_status
 
 
 def default_url(engine: str) -> str:

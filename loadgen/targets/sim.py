@@ -12,7 +12,8 @@ import dataclasses
 import aiohttp
 
 from infergauge import engines
-from loadgen.targets.base import EngineMetadata, FlushResult
+from loadgen.records import EngineMetadata
+from loadgen.targets.base import FlushResult
 from loadgen.targets.preset import (
     EnginePreset,
     fetch_bodies,
@@ -21,7 +22,7 @@ from loadgen.targets.preset import (
     with_info_metric,
 )
 
-DEFAULT_PERSONALITY = "vllm"  # simengine's own default (`--personality`)
+DEFAULT_PERSONALITY = engines.get("simengine").plays[0]  # simengine's own default (`--personality`)
 
 
 class SimTarget(EnginePreset):

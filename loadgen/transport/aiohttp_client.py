@@ -34,6 +34,7 @@ def _finish_from_stream(record: RequestRecord, reads: list[tuple[int, bytes]], c
     if parsed.token_ns:
         record.first_ns, record.last_ns = parsed.token_ns[0], parsed.token_ns[-1]
     record.prompt_tokens = parsed.prompt_tokens
+    record.cached_tokens = parsed.cached_tokens
     if parsed.completion_tokens is not None:
         record.output_tokens, record.token_count = parsed.completion_tokens, "usage"
     else:

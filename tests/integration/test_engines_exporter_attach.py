@@ -15,9 +15,9 @@ import aiohttp
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from loadgen.results.exporter_client import attach_exporter, match_engine
+from loadgen.records import EngineMetadata
 from loadgen.results.manifest import engine_section
-from loadgen.targets.base import EngineMetadata
+from loadgen.targets.exporter_client import attach_exporter, match_engine
 
 
 @asynccontextmanager

@@ -12,26 +12,10 @@ import pytest
 from click.testing import CliRunner
 
 from loadgen.cli.main import cli
-from loadgen.config import RunConfig
-from loadgen.results.cache_counters import cache_warning
-from loadgen.workload.generator import build_workload
-from loadgen.workload.prefix_reuse import BLOCK_TOKENS, implied_hit_tokens
+from loadgen.targets.cache_counters import cache_warning
 from simengine.embedded import EmbeddedEngine
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def _specs(workload: str, n: int, **kw: object) -> list:
-    config = RunConfig(target="openai", base_url="http://127.0.0.1:1", workload=workload, **kw)
-    built = build_workload(config)
-    return [built.request(i) for i in range(n)]
-
-
-def test_msgs_prefix_warning_implied_hits_of_a_shared_prefix_workload() -> None:
-    specs = _specs("shared-prefix", 40, shared_prefix_len=320, shared_prefix_groups=4)
-    # 40 requests in 4 groups: 36 repeat their group's 320-token prefix (20 whole 16-token blocks)
-    assert implied_hit_tokens(specs) == 36 * (320 // BLOCK_TOKENS) * BLOCK_TOKENS
-    assert implied_hit_tokens(_specs("random", 40)) == 0  # random ids share no whole block
 
 
 def test_msgs_prefix_warning_only_for_hits_the_workload_does_not_explain() -> None:
@@ -42,13 +26,13 @@ def test_msgs_prefix_warning_only_for_hits_the_workload_does_not_explain() -> No
         "flushed": True,
         "method": "restart",
     }
-    assert cache_warning("r1", {**cold, "implied_hit_tokens": 780}) is None  # the workload's own prefixes
-    warm = cache_warning("r1", {**cold, "implied_hit_tokens": 300})
+    # the workload's own shared prefixes imply 78% (loadgen.prefix_cache): 79% is no warm cache
+    assert cache_warning("r1", {**cold, "implied": {"hit_ratio": 0.78}}) is None
+    warm = cache_warning("r1", {**cold, "implied": {"hit_ratio": 0.30}})
     assert warm is not None
-    assert (
-        "790 of 1000 prompt tokens (79%), 300 of them explained by the workload's repeated prefixes" in warm
-    )
+    assert "790 of 1000 prompt tokens (79%), where the workload's repeated prefixes explain 30%," in warm
     assert "meant to be cold (restart)" in warm
+    assert cache_warning("r1", {**cold, "implied": {"hit_ratio": None}}) is not None  # not computed: 0
 
 
 def _run(base_url: str, results: Path, workload: str) -> tuple[str, dict]:
@@ -73,7 +57,7 @@ def test_msgs_prefix_warning_not_raised_for_a_cold_shared_prefix_run(tmp_path: P
     with EmbeddedEngine(["--personality", "vllm", "--enable-prefix-caching"]) as engine:
         output, manifest = _run(engine.base_url, tmp_path / "a", "shared-prefix")
         assert manifest["cache"]["hit_ratio"] > 0.05  # the simulated engine served the shared prefixes
-        assert manifest["cache"]["implied_hit_tokens"] > 0
+        assert manifest["cache"]["implied"]["hit_ratio"] > 0.05
         assert "measured a warm prefix cache" not in output  # before: a warning on every such run
         again, _ = _run(engine.base_url, tmp_path / "b", "random")
         again, _ = _run(engine.base_url, tmp_path / "c", "random")  # the same 40 prompts: truly warm

@@ -15,9 +15,9 @@ from typing import Any
 
 import aiohttp
 
-from loadgen.results.exporter_client import fetch_exporter_manifest, match_engine
 from loadgen.results.manifest import resolved_params
 from loadgen.results.rundir import load_run
+from loadgen.targets.exporter_client import fetch_exporter_manifest, match_engine
 from loadgen.targets.preset import fetch_bodies, metadata_from_bodies, with_info_metric
 
 

@@ -18,6 +18,7 @@ import aiohttp
 
 from infergauge import engines
 from infergauge.redact import redact_url
+from loadgen.config import NO_EXPORTER
 
 EXPORTER_DEFAULT = "http://127.0.0.1:9402"
 
@@ -59,9 +60,13 @@ def read_exporter_manifest(url: str, timeout_s: float) -> dict[str, Any]:
 
 
 async def fetch_exporter_manifest(
-    session: aiohttp.ClientSession, url: str | None, timeout_s: float = 1.0, default: str = EXPORTER_DEFAULT
+    session: aiohttp.ClientSession, url: str | None, timeout_s: float = 1.0, default: str | None = None
 ) -> tuple[dict[str, Any] | None, str]:
-    """(the exporter's /manifest or None, where it came from or why not); `default` when no URL."""
+    """(the exporter's /manifest or None, where it came from or why not); `default` (else
+    EXPORTER_DEFAULT, read at call time) when no URL."""
+    if url == NO_EXPORTER:
+        return None, f"not attached: --exporter-url {NO_EXPORTER}"
+    default = default or EXPORTER_DEFAULT
     try:
         manifest = await get_exporter_manifest(session, url or default, timeout_s if not url else 5)
     except ExporterUnreachable as exc:
@@ -121,11 +126,11 @@ def match_engine(exporter_engines: list[dict[str, Any]], base_url: str) -> dict[
 
 
 async def attach_exporter(
-    session: aiohttp.ClientSession, exporter_url: str | None, base_url: str, default: str = EXPORTER_DEFAULT
+    session: aiohttp.ClientSession, exporter_url: str | None, base_url: str, default: str | None = None
 ) -> tuple[dict[str, Any] | None, str]:
     """(manifest to record, source) when the exporter (named, else the one at `default`) watches
     `base_url`: its `engines` cut to that one engine, so no other engine's facts reach the run;
-    (None, why not) otherwise."""
+    (None, why not) otherwise, and none at all for `--exporter-url none`."""
     manifest, source = await fetch_exporter_manifest(session, exporter_url, default=default)
     if manifest is None:
         return None, source
