@@ -136,7 +136,7 @@ def _start_record(ctx: RunContext, on_written: Callable[[RequestRecord], None]) 
     if unknown:
         print(
             f"warning: engine facts unknown: {', '.join(unknown)} (launch flags not read: "
-            "attach an exporter that watches the engine, or run vLLM in dev mode)",
+            "attach an exporter that watches the engine, or serve its server info)",
             file=sys.stderr,
             flush=True,
         )
