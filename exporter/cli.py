@@ -161,8 +161,9 @@ def main(
     if web_config_file:
         try:
             web_config = load_web_config(web_config_file)
-        except WebConfigError as exc:
-            raise click.BadParameter(str(exc), param_hint="--web-config-file") from exc
+        except WebConfigError as exc:  # one line, no usage banner: the flag is fine, the file is not
+            click.echo(f"Error: --web-config-file: {exc}", err=True)
+            raise SystemExit(2) from None
     for index in fake_hung_gpu:
         if index >= fake_gpus:
             raise click.BadParameter(
@@ -174,6 +175,7 @@ def main(
         _print_once(exporter, once)
         return
     ssl_context = web_config.ssl_context() if web_config else None
+    exporter.warm()  # the first /manifest then answers from facts, not after the engines' slowest endpoint
     logging.getLogger("exporter").info(
         "listening on %s:%d, collectors %s", listen_host, port, ",".join(collectors)
     )

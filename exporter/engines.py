@@ -141,6 +141,7 @@ class EngineInspector:
         self._lock = threading.Lock()  # guards _cached and _refreshing
         self._inspecting = threading.Lock()  # one inspection at a time (it owns _memory, _versions)
         self._refreshing = False
+        self._done: threading.Event | None = None  # set when the refresh reports_within started ends
         self._cached: tuple[float, list[EngineReport]] | None = None
         self._versions: dict[tuple[int, str], tuple[str | None, float]] = {}  # answer, asked at
         self._memory: dict[str, dict[str, tuple[Any, float]]] = {}  # url -> last good facts
@@ -156,6 +157,38 @@ class EngineInspector:
                     threading.Thread(target=self._refresh, name="engine-refresh", daemon=True).start()
                 return cached[1]
         return self._refresh()
+
+    def reports_within(self, budget_s: float) -> tuple[list[EngineReport], float]:
+        """(reports, their age in s): a reading that ends within `budget_s`, else the last reading
+        with its age (the refresh goes on in the background); the first reading is always awaited."""
+        done = self.refresh_in_background()
+        fresh = done.wait(budget_s)
+        with self._lock:
+            cached = self._cached
+        if cached is None:  # nothing read yet: no facts to answer from but the first reading's
+            done.wait()
+            with self._lock:
+                cached = self._cached
+        if cached is None:  # the refresh itself failed
+            return [], 0.0
+        return cached[1], 0.0 if fresh else max(0.0, time.monotonic() - cached[0])
+
+    def refresh_in_background(self) -> threading.Event:
+        """The event of the refresh in flight, starting one when none is."""
+        with self._lock:
+            if self._done is not None and not self._done.is_set():
+                return self._done
+            done = self._done = threading.Event()
+            self._refreshing = True
+
+        def run() -> None:
+            try:
+                self._refresh()
+            finally:
+                done.set()
+
+        threading.Thread(target=run, name="engine-refresh", daemon=True).start()
+        return done
 
     def _refresh(self) -> list[EngineReport]:
         try:
@@ -216,7 +249,7 @@ class EngineInspector:
         if spec is not None:
             resolved = resolve(
                 spec,
-                cmdline=proc.args if proc else {},
+                cmdline=proc.args if proc else None,  # None: flags not read (no process here)
                 server_info=http.server_info,
                 server_info_path=http.server_info_path,
                 max_model_len=http.max_model_len,

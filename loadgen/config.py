@@ -74,7 +74,7 @@ class RunConfig:
     request_timeout_s: float = 600.0
     max_error_rate: float = 0.1
     metrics_port: int = 9403
-    metrics_listen_address: str = "0.0.0.0"  # all interfaces: a dockerised Prometheus scrapes the host
+    metrics_listen_address: str = "127.0.0.1"  # loopback unless asked (docs/security.md)
     linger_s: float = 15.0
     results_dir: str = "results"
     scenario: str | None = None
@@ -195,6 +195,11 @@ def _validate_combinations(config: RunConfig) -> None:
         raise ConfigError("target 'openai' needs --base-url (e.g. http://127.0.0.1:8000)")
     if config.base_url:
         _check_base_url(config.base_url)
+        if config.api_key and urlsplit(config.base_url).username is not None:
+            raise ConfigError(  # two Authorization headers: basic from the URL, bearer from the key
+                f"invalid base_url {redact_url(config.base_url)!r}: it carries user:password@ and "
+                "--api-key (or OPENAI_API_KEY) is set too; give one of them"
+            )
     exporter = config.exporter_url
     if exporter and exporter != NO_EXPORTER and not exporter.startswith(("http://", "https://")):
         raise ConfigError(
@@ -225,7 +230,10 @@ def _check_base_url(url: str) -> None:
     """http(s)://HOST[:PORT] with a port in 1-65535 (a bad port is named, not reported as unreachable)."""
     if not url.startswith(("http://", "https://")):
         raise ConfigError(f"invalid base_url {url!r}: must start with http:// or https://")
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # `http://[::1` (an unclosed IPv6 bracket)
+        raise ConfigError(f"invalid base_url {redact_url(url)!r}: {exc}") from None
     if not parts.hostname:
         raise ConfigError(f"invalid base_url {url!r}: no host")
     try:
@@ -236,6 +244,15 @@ def _check_base_url(url: str) -> None:
         ) from None
     if port == 0:
         raise ConfigError(f"invalid base_url {url!r}: port 0 is not a number in 1-65535")
+
+
+def strip_api_suffix(url: str) -> tuple[str, str | None]:
+    """(`http://h:p`, a note) for `http://h:p/v1[/]`: loadgen adds `/v1/...` itself; (url, None) otherwise."""
+    trimmed = url.rstrip("/")
+    if trimmed.endswith("/v1"):
+        base = trimmed[: -len("/v1")]
+        return base, f"info: base URL {url!r} ends in /v1; using {base!r} (loadgen adds /v1/... itself)"
+    return trimmed, None
 
 
 def parse_duration(text: str, what: str = "duration") -> float:

@@ -95,3 +95,5 @@ class EngineMetadata:
     sources: list[str] = field(default_factory=list)
     speaks: str | None = None  # the engine its metadata bodies were recognised as (detect_http)
     server_info_path: str = ""  # the endpoint server_args came from
+    asked_engine: str | None = None  # the --target preset, when the server answered as another engine
+    reported: dict[str, Any] = field(default_factory=dict)  # args its info metric states (cache_config_info)

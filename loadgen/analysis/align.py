@@ -148,13 +148,16 @@ def _undecided(value: Any) -> bool:
 
 def compare_params(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[ParamDifference]:
     """Neutral parameters whose values differ (neutral vocabulary order, then any others); a value
-    one side left to the engine ('auto', not resolved) is no difference (see `undecided`)."""
+    one side left to the engine ('auto', not resolved) or could not read (None: unknown) is no
+    difference (see `undecided`; the caller names the unknown ones)."""
     keys = [k for k in NEUTRAL_PARAMS if k in a or k in b]
     keys += sorted((set(a) | set(b)) - set(NEUTRAL_PARAMS))
     return [
         ParamDifference(k, a.get(k), b.get(k))
         for k in keys
-        if a.get(k) != b.get(k) and not (_undecided(a.get(k)) or _undecided(b.get(k)))
+        if a.get(k) != b.get(k)
+        and not (_undecided(a.get(k)) or _undecided(b.get(k)))
+        and None not in (a.get(k), b.get(k))
     ]
 
 

@@ -78,12 +78,19 @@ def series_label(record: RunRecord) -> str:
 
 
 def group_series(records: list[RunRecord]) -> list[Series]:
-    """Group runs by (label, load kind), keeping first-seen order."""
+    """Group runs by (label, load kind), keeping first-seen order; a configuration measured both by
+    rate and by concurrency gets two names (`... · rate`, `... · concurrency`), not one twice."""
     groups: dict[tuple[str, str], Series] = {}
     for record in records:
         kind = load_kind(record)
         key = (series_label(record), kind)
         groups.setdefault(key, Series(key[0], kind)).records.append(record)
+    kinds: dict[str, int] = {}
+    for label, _kind in groups:
+        kinds[label] = kinds.get(label, 0) + 1
+    for (label, kind), series in groups.items():
+        if kinds[label] > 1:
+            series.label = f"{label} · {kind}"
     return list(groups.values())
 
 

@@ -32,6 +32,13 @@ def _check(a: str, b: str, results_dir: str, exporters: tuple[str | None, str | 
     rows += [[d.param, str(d.a), str(d.b)] for d in compare_params(fa.params, fb.params)]
     for name in undecided(fa.params, fb.params):
         click.echo(f"warning: {name} is 'auto' (the engine decides at start-up): set it on both")
+    for side, one in (("A", fa), ("B", fb)):
+        unknown = sorted(k for k, v in one.param_sources.items() if str(v).startswith("unknown"))
+        if unknown:
+            click.echo(
+                f"warning: {side} does not say {', '.join(unknown)} (its launch flags were not read: "
+                f"pass --exporter-{side.lower()} of an exporter on its host); not compared"
+            )
     if not rows:
         click.echo("aligned: every effective parameter is the same")
         return 0

@@ -8,6 +8,7 @@ Sources resolve as `--config run.yaml` < environment (`LOADGEN_*`, `OPENAI_API_K
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -37,6 +38,7 @@ from loadgen.config import (
     parse_rate,
     parse_slo,
     resolve,
+    strip_api_suffix,
     target_names,
 )
 from loadgen.records import RunResult
@@ -118,6 +120,11 @@ def build_config(params: Mapping[str, Any], extra: list[str], environ: Mapping[s
     if sim_args:
         flags["sim_args"] = tuple(yaml_values.get("sim_args", ())) + sim_args
     config = resolve(yaml_values, env_values, flags)
+    if config.base_url:
+        base_url, note = strip_api_suffix(config.base_url)
+        if note:
+            click.echo(note, err=True)
+            config = dataclasses.replace(config, base_url=base_url)
     if config.sim_args:  # a bad --sim-X is a usage error before anything runs
         from loadgen.cli.sim import check_sim_args  # simengine is imported only when used
 
@@ -180,7 +187,7 @@ def _raise_fd_limit() -> None:
 @click.option("--metrics-port", type=int, help="Live /metrics port (default 9403; 0 disables).")
 @click.option(
     "--metrics-listen-address",
-    help="Address live /metrics listens on (default 0.0.0.0; 127.0.0.1 keeps it on this host).",
+    help="Address live /metrics listens on (default 127.0.0.1; 0.0.0.0 serves every interface).",
 )
 @click.option("--linger", type=float, help="Seconds /metrics stays up after the run (default 15).")
 @click.option("--results-dir", help="Where results/<run_id>/ go (default results).")

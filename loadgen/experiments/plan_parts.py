@@ -129,8 +129,10 @@ def _engine(check: Checker, name: str, node: Node) -> EngineSpec:
         launches = engines.names_text()
         check.bad(m["params"], f"{where}: params need a command that launches {launches}")
     target = m["target"].value if "target" in m else _default_target(name, argv, family)
-    if target not in plan_targets():
-        choices = ", ".join(plan_targets())
+    choices = ", ".join(plan_targets())
+    if target is None:  # nothing to infer it from: neither the name nor a known command says
+        check.bad(node, f"{where}: add target: (one of {choices}); its name and command do not say which")
+    elif target not in plan_targets():
         check.bad(m.get("target", node), f"{where}: invalid target {target!r}; choose from {choices}")
     base_url = check.text(m.get("base_url"), f"{where} base_url", "http://127.0.0.1:{port}")
     if not base_url.startswith(("http://", "https://")):

@@ -168,7 +168,8 @@ class ExperimentRunner:
                 return self.active.base_url, self._flush(engine, self.active.base_url)
             self._relaunch_or_fail(group, dead)
         self._stop_active()
-        launched = LaunchedEngine(engine, spec.params, self.state.directory / f"engine-{spec.engine}.log")
+        log = self.state.directory / f"engine-{spec.engine}.log"
+        launched = LaunchedEngine(engine, spec.params, log, self.api_key)
         self.log(f"starting engine {spec.engine} ({spec.variant})")
         try:
             base_url = launched.start()
@@ -239,6 +240,7 @@ class ExperimentRunner:
             status=DONE,
             run_id=result.run_id,
             partial=result.partial,
+            partial_reason=reason or None,
             cache=cache,
             result_dir=str(result.result_dir),
         )

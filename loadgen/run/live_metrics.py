@@ -23,7 +23,7 @@ from loadgen.stats import NS, e2e_s, itls_s, tpot_s, ttft_s
 LABELS = ("run_id", "target", "model", "scenario")
 # All interfaces: a Prometheus in docker reaches a loadgen on the host through the host gateway.
 # `--metrics-listen-address 127.0.0.1` keeps it on this host (see README, loadgen section).
-DEFAULT_LISTEN_ADDRESS = "0.0.0.0"
+DEFAULT_LISTEN_ADDRESS = "127.0.0.1"  # loopback unless asked: compose and Kubernetes pass theirs
 PER_DECADE = 24
 
 

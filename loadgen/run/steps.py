@@ -4,6 +4,7 @@ live metrics, the start annotation), measure (the load), record (summary, manife
 from __future__ import annotations
 
 import asyncio
+import sys
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -14,10 +15,10 @@ from typing import Any
 import aiohttp
 
 import loadgen.run.annotations as grafana_notes
-from loadgen.config import ConfigError, RunConfig
+from loadgen.config import NO_EXPORTER, ConfigError, RunConfig
 from loadgen.records import EngineMetadata, RequestRecord, RunResult
 from loadgen.results.journal import Journal
-from loadgen.results.manifest import public_url
+from loadgen.results.manifest import public_url, unknown_params
 from loadgen.results.prompt_cache import engine_block_size, run_cache_facts
 from loadgen.results.record import ManifestFacts, build_manifest, write_run
 from loadgen.results.rundir import write_json
@@ -27,6 +28,7 @@ from loadgen.run.live_metrics import LiveMetrics, RunLabels
 from loadgen.run.measure import Run, execute, linger, paced_gc, route_signals
 from loadgen.targets import Target
 from loadgen.targets.cache_counters import CacheCounters, engine_counters
+from loadgen.targets.preset import mismatch_warning
 from loadgen.transport.aiohttp_client import finalize
 from loadgen.transport.dispatch import Dispatcher
 from loadgen.transport.rawhttp import RawClient
@@ -90,15 +92,25 @@ async def run_steps(ctx: RunContext) -> RunResult:
 
 async def _prepare(ctx: RunContext) -> Run:
     """Engine metadata and model, the exporter's manifest, the run state and its live metrics."""
-    from loadgen.targets.exporter_client import attach_exporter
+    from loadgen.targets.exporter_client import attach_exporter, attached_line
 
     assert ctx.meta_session is not None
     ctx.meta = meta = await ctx.target.fetch_metadata(ctx.meta_session, ctx.base_url)
+    mismatch = mismatch_warning(meta, ctx.base_url)
+    if mismatch:
+        print(mismatch, file=sys.stderr, flush=True)
     ctx.model = ctx.config.model or meta.model or ""
     if not ctx.model:
         raise ConfigError(f"{ctx.base_url}/v1/models lists no model: pass --model")
     async with aiohttp.ClientSession() as plain:  # never send the engine's API key to the exporter
         ctx.exporter = await attach_exporter(plain, ctx.config.exporter_url, ctx.base_url)
+    named = ctx.config.exporter_url not in (None, NO_EXPORTER)  # `none`: the user chose no exporter
+    if (
+        ctx.exporter[0] is not None
+        or named
+        or (ctx.config.target != "sim" and ctx.config.exporter_url is None)
+    ):
+        print(attached_line(*ctx.exporter), file=sys.stderr, flush=True)  # the embedded sim has none
     await _read_cache_counters(ctx)
     ctx.workload.clip_to_model_len(meta.max_model_len)  # before the first request is drawn
     await measure_on_engine(ctx.workload, ctx.meta_session, ctx.base_url, ctx.model)  # --tokenizer engine
@@ -125,6 +137,14 @@ def _start_record(ctx: RunContext, on_written: Callable[[RequestRecord], None]) 
     facts = ManifestFacts(ctx.workload, "", [], ctx.meta, ctx.base_url, *ctx.exporter)
     manifest = build_manifest(ctx.config, ctx.run_id, facts, ctx.started, ctx.started, None)
     manifest.update(ctx.manifest_extra, status="running", ended_at=None)
+    unknown = unknown_params(manifest.get("engine") or {})
+    if unknown:
+        print(
+            f"warning: engine facts unknown: {', '.join(unknown)} (launch flags not read: "
+            "attach an exporter that watches the engine, or serve its server info)",
+            file=sys.stderr,
+            flush=True,
+        )
     try:
         write_json(run_dir / "manifest.json", manifest)
     except OSError as exc:

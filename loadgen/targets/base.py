@@ -35,6 +35,15 @@ async def get_json(session: aiohttp.ClientSession, url: str) -> Any | None:
         return None
 
 
+async def get_text(session: aiohttp.ClientSession, url: str) -> str | None:
+    """GET a text body (a /metrics page); None on any error or non-200 answer."""
+    try:
+        async with session.get(url, timeout=META_TIMEOUT) as resp:
+            return (await resp.read()).decode(errors="replace") if resp.status == 200 else None
+    except (aiohttp.ClientError, TimeoutError):
+        return None
+
+
 async def post_status(session: aiohttp.ClientSession, url: str) -> tuple[int | None, str]:
     """POST with an empty body; (status, first 200 chars of the body) or (None, error)."""
     try:

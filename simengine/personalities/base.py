@@ -97,6 +97,11 @@ class Personality:
     def __init__(self, state: AppState) -> None:
         self.state = state
 
+    def needs_auth(self, path: str) -> bool:
+        """Whether `--api-key` guards `path`: every `/v1` route (`/v1/models` too), as vLLM's middleware
+        does; health, metrics and metadata routes stay open (probes and the exporter read them)."""
+        return path.startswith("/v1")
+
     def request_id(self, chat: bool) -> str:
         raise NotImplementedError
 
