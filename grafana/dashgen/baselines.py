@@ -86,7 +86,7 @@ def cache_history_sql() -> str:
     known = " OR ".join(f"{path} IS NOT NULL" for _, path in CACHE_SOURCES)
     return (
         f"SELECT $__time(started_at), series_key AS metric, {cols}\n"
-        f"FROM runs\nWHERE $__timeFilter(started_at) AND {SUITE_FILTER}\n  AND ({known})\nORDER BY started_at"
+        f"FROM runs\nWHERE $__timeFilter(started_at) AND {RUNS_FILTER}\n  AND ({known})\nORDER BY started_at"
     )
 
 
