@@ -34,7 +34,8 @@ class Progress:
         self.enabled = enabled
         self.tty = enabled and self.stream.isatty()
         self.started = time.monotonic()
-        self._last_plain = 0.0
+        self._last_plain = self.started  # the first plain line after PLAIN_EVERY_S: a run that fails at
+        # once (an engine that refuses) ends on its one-line error, with no progress line before it
         self._live: Live | None = None
         if self.tty:
             self._live = Live(
@@ -53,7 +54,7 @@ class Progress:
         )
 
     def update(self, c: Counts) -> None:
-        """Refresh the display (plain mode prints at most every 5 s)."""
+        """Refresh the display (plain mode prints every 5 s, the first 5 s in)."""
         if not self.enabled:
             return
         if self._live is not None:
