@@ -57,7 +57,8 @@ class CpuSampler:
     """(perf_counter ns, cumulative CPU s) of a process every `every_s`, in a thread, until it exits."""
 
     def __init__(self, pid: int, every_s: float = 0.02) -> None:
-        self.pid, self.every_s, self.samples = pid, every_s, []
+        self.pid, self.every_s = pid, every_s
+        self.samples: list[tuple[int, float]] = []
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
@@ -70,7 +71,9 @@ class CpuSampler:
             time.sleep(self.every_s)
 
 
-def run_process(cmd: Sequence[str], cores: Sequence[int], env: dict[str, str]) -> tuple[float, float, list]:
+def run_process(
+    cmd: Sequence[str], cores: Sequence[int], env: dict[str, str]
+) -> tuple[float, float, list[tuple[int, float]]]:
     """Run `cmd` pinned to `cores`; (whole-process CPU s, max RSS MB, CPU samples)."""
     import subprocess
 
