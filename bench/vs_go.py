@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import threading
@@ -72,13 +73,16 @@ class CpuSampler:
 
 
 def run_process(
-    cmd: Sequence[str], cores: Sequence[int], env: dict[str, str]
+    cmd: Sequence[str], cores: Sequence[int], env: dict[str, str], cwd: str | None = None
 ) -> tuple[float, float, list[tuple[int, float]]]:
     """Run `cmd` pinned to `cores`; (whole-process CPU s, max RSS MB, CPU samples)."""
-    import subprocess
-
     proc = subprocess.Popen(
-        list(cmd), preexec_fn=pin(cores), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        list(cmd),
+        preexec_fn=pin(cores),
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     started = time.perf_counter_ns()  # no CPU spent before the exec: the samples' floor
     sampler = CpuSampler(proc.pid)
@@ -135,7 +139,8 @@ def run_client(
         else:
             env["PYTHONPATH"] = os.pathsep.join([client, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
             cmd = [sys.executable, "-c", LOADGEN, *loadgen_args(server.url, d, point, seconds)]
-        whole, rss, samples = run_process(cmd, [cores[0]], env)
+        # `python -c` puts its working folder first on sys.path: run a loadgen from its own tree
+        whole, rss, samples = run_process(cmd, [cores[0]], env, None if client == GO else client)
         log = server.stop()
         if client == GO:
             reqs = [cf.from_refclient(json.loads(x)) for x in Path(out).read_text().splitlines() if x]
