@@ -116,7 +116,7 @@ class Run:
     def account(self, record: RequestRecord) -> None:
         """Account a parsed request; stop the run when the error budget is exhausted."""
         met = bool(self.config.slo) and meets_slo(record, self.config.slo)
-        if self.metrics is not None:
+        if self.metrics is not None and self.metrics.address is not None:  # unserved: nobody reads them
             self.metrics.observe(record, met)  # the in-flight gauge is the monitor's (4 times a second)
         if record.warmup or record.outcome == "cancelled":
             return
