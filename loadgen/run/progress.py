@@ -5,11 +5,10 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from rich.console import Console
-from rich.live import Live
-from rich.text import Text
+if TYPE_CHECKING:  # rich is imported only where a terminal shows the live line (not by a quiet run)
+    from rich.live import Live
 
 PLAIN_EVERY_S = 5.0
 
@@ -35,6 +34,10 @@ class Progress:
         self._last_plain = 0.0
         self._live: Live | None = None
         if self.tty:
+            from rich.console import Console
+            from rich.live import Live
+            from rich.text import Text
+
             self._live = Live(
                 Text(""), console=Console(file=self.stream), refresh_per_second=4, transient=True
             )
@@ -55,6 +58,8 @@ class Progress:
         if not self.enabled:
             return
         if self._live is not None:
+            from rich.text import Text
+
             self._live.update(Text(self.line(c)))
             return
         now = time.monotonic()
