@@ -13,7 +13,7 @@ joined per request), send lag p99, ITL error at 64 streams (the client's ITL p99
 also |client gap − true gap| p99 from the server's per-token log), tokens/s at 256 streams as % of ideal
 (streams × 256 / (TTFT + 255 × TPOT), counted between 1 s after the first send and the last send), max
 RSS at 1,024 streams. Then the ratio table (median of the per-block ratios) and, with VSGO_SWEEP
-(req/s list, default 1000,1200,1600,2000,2400; "none" skips it), where a plain run's lag p99 crosses
+(req/s list, default 600,800,1000,1200,1600,2000; "none" skips it), where a plain run's lag p99 crosses
 2 ms. VSGO_BEFORE=PATH adds a third client, `loadgen@before`, the loadgen source tree at PATH (a
 before/after comparison on one host). With no Go and no built binaries, prints why and skips.
 """
@@ -276,7 +276,7 @@ def main() -> None:
         cores = cores_for(usable, env.get("VSGO_CORES"))
         blocks = int(env.get("VSGO_BLOCKS", "3"))
         seconds = float(env.get("VSGO_SECONDS", "8"))
-        text = env.get("VSGO_SWEEP", "1000,1200,1600,2000,2400")
+        text = env.get("VSGO_SWEEP", "600,800,1000,1200,1600,2000")
         rates = [] if text == "none" else [int(x) for x in text.split(",")]
     except ValueError as exc:
         raise SystemExit(f"vsgo: {exc}") from None
