@@ -281,8 +281,9 @@ def run_point(servers: Servers, workers: int | None, args: Sequence[str], cores:
             check=False,
         )
         wall, cpu1 = time.monotonic() - t0, servers.cpu()  # wall: the fallback when nothing was served
-        truth = servers.dump()  # also after a failed run: the next point starts with empty servers
+        # before the dump: the reference server is a child too, reaped (and counted) when it ends there
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        truth = servers.dump()  # also after a failed run: the next point starts with empty servers
         found = sorted(Path(out).glob("*/requests.jsonl"))
         if not found:
             raise RuntimeError(f"loadgen run exited {done.returncode}: {done.stderr.strip()[-300:]}")
