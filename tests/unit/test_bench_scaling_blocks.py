@@ -64,7 +64,11 @@ def test_blocks_alternate_the_order_of_server_kinds(capsys: pytest.CaptureFixtur
     ran: list[str] = []
 
     def grid(kind: str) -> object:
-        return lambda: ran.append(kind) or [_pt(PLAIN, 100)]
+        def run() -> list[Point]:
+            ran.append(kind)
+            return [_pt(PLAIN, 100)]
+
+        return run
 
     got = sb.run_kinds(("own", "ref"), 3, {k: grid(k) for k in ("own", "ref")})
     assert ran == ["own", "ref", "ref", "own", "own", "ref"]
