@@ -12,8 +12,9 @@ samples every 20 ms, first send to last token), TTFT error p99 (client TTFT minu
 joined per request), send lag p99, ITL error at 64 streams (the client's ITL p99 minus the true 2 ms;
 also |client gap − true gap| p99 from the server's per-token log), tokens/s at 256 streams as % of ideal
 (streams × 256 / (TTFT + 255 × TPOT), counted between 1 s after the first send and the last send), max
-RSS at 1,024 streams. Then the ratio table (median of the per-block ratios) and, with VSGO_SWEEP
-(req/s list, default 600,800,1000,1200,1600,2000; "none" skips it), where a plain run's lag p99 crosses
+RSS at 1,024 streams (VSGO_POINTS="rate:400,streams:64" runs only those points). Then the ratio
+table (median of the per-block ratios) and, with VSGO_SWEEP (req/s list, default
+600,800,1000,1200,1600,2000; "none" skips it), where a plain run's lag p99 crosses
 2 ms. VSGO_BEFORE=PATH adds a third client, `loadgen@before`, the loadgen source tree at PATH (a
 before/after comparison on one host). With no Go and no built binaries, prints why and skips.
 """
@@ -200,11 +201,34 @@ def clients(env: dict[str, str]) -> dict[str, str]:
     return {**out, "go": GO}
 
 
+DEFAULT_POINTS = tuple([("rate", r) for r in RATE_POINTS] + [("streams", k) for k in STREAM_POINTS])
+
+
+def parse_points(text: str | None) -> tuple[tuple[str, int], ...]:
+    """VSGO_POINTS ("rate:400,streams:64"): the points to run, default every one; ValueError naming the
+    bad item (a rate or stream count the ratio table has no figure for is refused too)."""
+    if not text:
+        return DEFAULT_POINTS
+    out = []
+    for item in (x.strip() for x in text.split(",") if x.strip()):
+        kind, _, n = item.partition(":")
+        point = (kind, int(n)) if n.isdigit() else None
+        if point is None or point not in DEFAULT_POINTS:
+            names = ",".join(f"{k}:{v}" for k, v in DEFAULT_POINTS)
+            raise ValueError(f"VSGO_POINTS item {item!r}: choose from {names}")
+        out.append(point)
+    return tuple(out)
+
+
 def run_blocks(
-    tools: Tools, names: dict[str, str], blocks: int, seconds: float, cores: tuple[int, int]
+    tools: Tools,
+    names: dict[str, str],
+    blocks: int,
+    seconds: float,
+    cores: tuple[int, int],
+    points: Sequence[tuple[str, int]] = DEFAULT_POINTS,
 ) -> dict[str, list[dict[str, float]]]:
     """Every point by every client, `blocks` times (order alternating): client -> per-block figures."""
-    points = [("rate", r) for r in RATE_POINTS] + [("streams", k) for k in STREAM_POINTS]
     got: dict[str, list[dict[str, float]]] = {name: [] for name in names}
     for block in range(blocks):
         order = list(names) if block % 2 == 0 else list(reversed(names))
@@ -278,6 +302,7 @@ def main() -> None:
         seconds = float(env.get("VSGO_SECONDS", "8"))
         text = env.get("VSGO_SWEEP", "600,800,1000,1200,1600,2000")
         rates = [] if text == "none" else [int(x) for x in text.split(",")]
+        points = parse_points(env.get("VSGO_POINTS"))
     except ValueError as exc:
         raise SystemExit(f"vsgo: {exc}") from None
     rest = [c for c in usable if c not in cores]
@@ -288,14 +313,15 @@ def main() -> None:
         f"vsgo: client on core {cores[0]}, server on core {cores[1]}, bench on {rest or 'shared'}; "
         f"{blocks} interleaved blocks, {seconds:g} s a point; clients {', '.join(names)}; {tools.server}"
     )
-    got = run_blocks(tools, names, blocks, seconds, cores)
+    got = run_blocks(tools, names, blocks, seconds, cores, points)
     for ours in (n for n in names if n != "go"):
         print(f"\n{ours} vs Go (median of {blocks} blocks; ratio = median of per-block {ours}/Go):")
         print(f"{'figure':<44} {ours[:10]:>10} {'go':>10} {'ratio':>7}")
         for row in table(got, ours):
             print(cf.format_row(row))
-        ideal = [b.get("tokens/s at 256 streams, % of ideal", float("nan")) for b in got[ours]]
-        print(f"{ours}: % of ideal at 256 streams per block: {' / '.join(f'{v:.1f}' for v in ideal)}")
+        for name in ("tokens/s at 256 streams, % of ideal", "ITL error p99 at 64 streams (ITL p99 - 2 ms)"):
+            per = [b.get(name, float("nan")) for b in got[ours]]
+            print(f"{ours}: {name} per block: {' / '.join(f'{v:.3f}' for v in per)}")
     if rates:
         print("\nplain-run lag sweep (loadgen, constant arrivals, 32 tokens):")
         sweep(tools, rates, min(seconds, 5.0), cores)

@@ -163,3 +163,11 @@ def test_server_log_gives_truth_ttft_and_gaps() -> None:
     assert log.truth() == {"a": [21_000_000, 23_000_000, 25_500_000]}
     assert log.ttft_ms() == {"a": 20.0}
     assert log.gaps_ms() == {"a": [2.0, 2.5]}
+
+
+def test_points_default_to_all_and_a_bad_one_is_named() -> None:
+    assert vs_go.parse_points(None) == vs_go.DEFAULT_POINTS
+    assert vs_go.parse_points("streams:64, rate:800") == (("streams", 64), ("rate", 800))
+    for bad in ("streams:65", "rate", "burst:1"):
+        with pytest.raises(ValueError, match=f"VSGO_POINTS item '{bad}'"):
+            vs_go.parse_points(bad)
