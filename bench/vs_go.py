@@ -320,8 +320,9 @@ def main() -> None:
         for row in table(got, ours):
             print(cf.format_row(row))
         for name in ("tokens/s at 256 streams, % of ideal", "ITL error p99 at 64 streams (ITL p99 - 2 ms)"):
-            per = [b.get(name, float("nan")) for b in got[ours]]
-            print(f"{ours}: {name} per block: {' / '.join(f'{v:.3f}' for v in per)}")
+            per = [b[name] for b in got[ours] if name in b]
+            if per:
+                print(f"{ours}: {name} per block: {' / '.join(f'{v:.3f}' for v in per)}")
     if rates:
         print("\nplain-run lag sweep (loadgen, constant arrivals, 32 tokens):")
         sweep(tools, rates, min(seconds, 5.0), cores)
