@@ -171,3 +171,19 @@ def test_points_default_to_all_and_a_bad_one_is_named() -> None:
     for bad in ("streams:65", "rate", "burst:1"):
         with pytest.raises(ValueError, match=f"VSGO_POINTS item '{bad}'"):
             vs_go.parse_points(bad)
+
+
+def test_make_bench_runs_vsgo() -> None:
+    from bench.__main__ import BENCHMARKS, DEFAULT
+
+    assert BENCHMARKS["vsgo"] == "bench.vs_go"
+    assert "vsgo" in DEFAULT
+
+
+def test_without_binaries_the_bench_says_why_and_skips(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.setenv("REFBENCH_BIN", str(tmp_path))
+    vs_go.main()
+    out = capsys.readouterr().out
+    assert out.startswith("vsgo: skipped, the Go side is not available: REFBENCH_BIN=")
