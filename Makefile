@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 # system packages the tests need, as debian-package:command (postgresql: for the baselines store)
 DEPS ?= prometheus:promtool docker-compose:docker-compose postgresql:pg_ctl systemd:systemd-analyze
 
-.PHONY: demo test deps lint typecheck pytest bench venv clean
+.PHONY: demo test deps lint typecheck docs pytest bench venv clean llamacpp
 
 venv: $(STAMP)
 
@@ -27,8 +27,8 @@ demo: $(STAMP)
 	$(BIN)/loadgen run --target sim --rate 8 --duration $(DEMO_SECONDS) --profile medium --linger 0 \
 		--metrics-port $$port --results-dir $(DEMO_RESULTS)
 
-## test: system packages (make deps), lint, type-check, then the whole test suite
-test: deps lint typecheck pytest
+## test: system packages (make deps), lint, type-check, the docs site, then the whole test suite
+test: deps lint typecheck docs pytest
 
 ## deps: install the missing Debian packages of DEPS with apt-get when root, else name them and stop
 deps:
@@ -43,12 +43,23 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy infergauge loadgen simengine exporter grafana/dashgen
 
+## docs: the documentation site (docs/, mkdocs.yml) into site/; --strict: a broken link or anchor, or a
+## page missing from the nav, fails the build
+DOCS_SITE ?= site
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict --quiet -d $(DOCS_SITE)
+
 pytest: deps $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup $(PYTEST_ARGS)
+
+## llamacpp: build llama.cpp's llama-server from source for the CPU (~10-20 min) into ~/.cache, so
+## tests/integration/test_engines_real_llamacpp.py runs against the real server instead of skipping
+llamacpp: $(STAMP)
+	PYTHON=$(BIN)/python bash .ci/build-llamacpp
 
 ## bench: our own speed and accuracy, printed as figures (not tests)
 bench: $(STAMP)
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache
+	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache site

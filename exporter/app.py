@@ -18,6 +18,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from exporter.collectors.base import Background, Collector, CollectorSet
+from exporter.collectors.engine import EngineCollector
 from exporter.collectors.registry import COLLECTORS, Sources, build_collectors
 from exporter.engines import EngineInspector
 from exporter.manifest import ManifestBuilder
@@ -63,6 +64,12 @@ class Exporter:
         """One scrape in Prometheus text format (serialised: one scrape at a time)."""
         with self._scrape_lock:
             return generate_latest(self.registry)
+
+    def warm(self) -> None:
+        """Start reading the engines in the background, so the first /manifest has facts to answer from."""
+        engine = self.collectors.get("engine")
+        if isinstance(engine, EngineCollector):
+            engine.inspector.refresh_in_background()
 
     def manifest_json(self) -> bytes:
         """The manifest as JSON bytes."""

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from infergauge.engines import names_text
+
 HARD_THROTTLE = {"hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake_slowdown"}
 SOFT_THROTTLE = {"sw_power_cap"}
 
@@ -67,13 +69,23 @@ def gpu_checks(gpus: list[dict[str, Any]], engine_pids: set[int]) -> list[dict[s
 
 
 def engine_checks(engines: list[dict[str, Any]], configured_urls: list[str]) -> list[dict[str, str]]:
-    """Configured engines that do not answer (error) or answer but are not ready (warning), no engine
-    at all, unknown versions. A slow optional endpoint (stale facts) is neither: the engine answered."""
+    """Configured engines that do not answer (error; `starting`, a warning, while their process
+    lives) or answer but are not ready (warning), no engine at all, unknown versions. A slow
+    optional endpoint (stale facts) is neither: the engine answered."""
     found: list[dict[str, str]] = []
     if not engines:
-        found.append(finding("no_engine", "info", "no vLLM, SGLang or simulated engine found on this host"))
+        found.append(finding("no_engine", "info", f"no {names_text()} found on this host"))
     for engine in engines:
-        if engine["url"] in configured_urls and not engine["up"]:
+        if not engine["up"] and engine.get("pid") is not None:  # its process lives: still starting
+            found.append(
+                finding(
+                    "engine_starting",
+                    "warning",
+                    f"{engine['engine']} at {engine['url']} is starting: process {engine['pid']} lives "
+                    "but does not answer HTTP yet (loading weights, compiling)",
+                )
+            )
+        elif engine["url"] in configured_urls and not engine["up"]:
             found.append(
                 finding("engine_down", "error", f"{engine['engine']} at {engine['url']} does not answer")
             )

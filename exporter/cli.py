@@ -19,6 +19,7 @@ from exporter.app import Exporter, ExporterConfig, build_app
 from exporter.collectors.registry import COLLECTORS
 from exporter.nvml.reading import DEFAULT_TIMEOUT_S
 from exporter.webconfig import WebConfigError, load_web_config
+from infergauge.engines import names_text
 
 ENV_PREFIX = "INFERGAUGE_EXPORTER"
 # All interfaces, as before the option existed: the compose stack's Prometheus reaches the exporter
@@ -82,7 +83,9 @@ def _collectors(flag: str, dest: str, help_text: str) -> Callable[[F], F]:
     help="Bearer token for the engine's API (never logged or exported).",
 )
 @_option(
-    "--discover/--no-discover", default=True, help="Find vLLM/SGLang/simulated engine processes on this host."
+    "--discover/--no-discover",
+    default=True,
+    help=f"Find {names_text('and')} processes on this host (every registered engine).",
 )
 @_option(
     "--sample-interval",
@@ -158,8 +161,9 @@ def main(
     if web_config_file:
         try:
             web_config = load_web_config(web_config_file)
-        except WebConfigError as exc:
-            raise click.BadParameter(str(exc), param_hint="--web-config-file") from exc
+        except WebConfigError as exc:  # one line, no usage banner: the flag is fine, the file is not
+            click.echo(f"Error: --web-config-file: {exc}", err=True)
+            raise SystemExit(2) from None
     for index in fake_hung_gpu:
         if index >= fake_gpus:
             raise click.BadParameter(
@@ -171,6 +175,7 @@ def main(
         _print_once(exporter, once)
         return
     ssl_context = web_config.ssl_context() if web_config else None
+    exporter.warm()  # the first /manifest then answers from facts, not after the engines' slowest endpoint
     logging.getLogger("exporter").info(
         "listening on %s:%d, collectors %s", listen_host, port, ",".join(collectors)
     )

@@ -8,15 +8,16 @@ apart from the pure functions over `ProcInfo` lists, which the tests drive with 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import psutil
 
 from infergauge import engines
 from infergauge.engines.base import Value
-from infergauge.engines.params import parse_cmdline
+from infergauge.engines.params import model_of, parse_cmdline
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,43 @@ def find_engines(procs: list[ProcInfo]) -> list[EngineProcess]:
             if proc.cmdline and proc.cmdline[0].strip() in engines.get(owner.engine).child_titles:
                 owner.titled.append(proc.pid)
     return list(found.values())
+
+
+def engine_key(proc: EngineProcess) -> tuple[int, int]:
+    """An engine's identity on a host: its process and its port, never the port alone (engines in
+    two network namespaces, or two hosts' facts, may both listen on :8000)."""
+    return (proc.pid, proc.port)
+
+
+def served_model(proc: EngineProcess) -> str | None:
+    """The model the process was launched to serve (its model flags), None when it names none."""
+    return model_of(engines.get(proc.engine), proc.args)
+
+
+def pair_urls(
+    processes: Sequence[EngineProcess], urls: Sequence[tuple[str, str | None]]
+) -> list[tuple[str | None, EngineProcess | None]]:
+    """Each polled engine URL, given with the model it answered (None: unknown), paired with the
+    discovered process it is, then every process no URL named, alone, in (pid, port) order.
+
+    A URL is the process on its port, unless the two serve different models. When several processes
+    listen on that port (other network namespaces), it is the one serving its model, or none when
+    that is not exactly one: no engine is dropped or merged into another because of a shared port.
+    A process pairs with one URL at most."""
+    left = sorted(processes, key=engine_key)
+    out: list[tuple[str | None, EngineProcess | None]] = []
+    for url, model in urls:
+        port = urlsplit(url).port
+        same_port = [p for p in left if p.port == port]
+        if len(same_port) > 1:
+            same_port = [p for p in same_port if model is not None and served_model(p) == model]
+        match = same_port[0] if len(same_port) == 1 else None
+        if match is not None and None not in (model, served_model(match)) and served_model(match) != model:
+            match = None  # on the same port, but another engine (another namespace's)
+        if match is not None:
+            left.remove(match)
+        out.append((url, match))
+    return out + [(None, p) for p in left]
 
 
 def gpu_holders(engine: EngineProcess, nvml_pids: set[int] | None) -> list[int]:

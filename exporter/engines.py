@@ -10,7 +10,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 import psutil
 
@@ -21,6 +20,7 @@ from exporter.discovery import (
     find_engines,
     gpu_holders,
     listening_ports,
+    pair_urls,
     process_context,
     read_processes,
     relevant_env,
@@ -141,6 +141,7 @@ class EngineInspector:
         self._lock = threading.Lock()  # guards _cached and _refreshing
         self._inspecting = threading.Lock()  # one inspection at a time (it owns _memory, _versions)
         self._refreshing = False
+        self._done: threading.Event | None = None  # set when the refresh reports_within started ends
         self._cached: tuple[float, list[EngineReport]] | None = None
         self._versions: dict[tuple[int, str], tuple[str | None, float]] = {}  # answer, asked at
         self._memory: dict[str, dict[str, tuple[Any, float]]] = {}  # url -> last good facts
@@ -157,6 +158,38 @@ class EngineInspector:
                 return cached[1]
         return self._refresh()
 
+    def reports_within(self, budget_s: float) -> tuple[list[EngineReport], float]:
+        """(reports, their age in s): a reading that ends within `budget_s`, else the last reading
+        with its age (the refresh goes on in the background); the first reading is always awaited."""
+        done = self.refresh_in_background()
+        fresh = done.wait(budget_s)
+        with self._lock:
+            cached = self._cached
+        if cached is None:  # nothing read yet: no facts to answer from but the first reading's
+            done.wait()
+            with self._lock:
+                cached = self._cached
+        if cached is None:  # the refresh itself failed
+            return [], 0.0
+        return cached[1], 0.0 if fresh else max(0.0, time.monotonic() - cached[0])
+
+    def refresh_in_background(self) -> threading.Event:
+        """The event of the refresh in flight, starting one when none is."""
+        with self._lock:
+            if self._done is not None and not self._done.is_set():
+                return self._done
+            done = self._done = threading.Event()
+            self._refreshing = True
+
+        def run() -> None:
+            try:
+                self._refresh()
+            finally:
+                done.set()
+
+        threading.Thread(target=run, name="engine-refresh", daemon=True).start()
+        return done
+
     def _refresh(self) -> list[EngineReport]:
         try:
             with self._inspecting:
@@ -172,14 +205,13 @@ class EngineInspector:
         processes = find_engines(self.read_procs()) if self.discover else []
         for proc in processes:
             proc.listening = self.ports_of(proc.pid)
-        urls = list(self.engine_urls)
-        by_port: dict[int, EngineProcess] = {proc.port: proc for proc in processes}
-        reports: list[EngineReport] = []
-        for url in urls:
-            matched = by_port.pop(urlsplit(url).port or -1, None)
-            reports.append(self._report(matched, *self._poll(url)))
-        for found in by_port.values():
-            reports.append(self._report(found, *self._poll(found.base_url)))
+        polled = [(url, self._poll(url)) for url in self.engine_urls]
+        # engines keyed by process and port (discovery.pair_urls), never by port alone
+        pairs = pair_urls(processes, [(url, facts.model) for url, (facts, _) in polled])
+        reports = [self._report(found, *http) for (_, http), (_, found) in zip(polled, pairs, strict=False)]
+        for _, found in pairs[len(polled) :]:  # processes no URL named, each polled at its own address
+            if found is not None:
+                reports.append(self._report(found, *self._poll(found.base_url)))
         return reports
 
     def _poll(self, url: str) -> tuple[EngineHttpFacts, dict[str, float]]:
@@ -217,7 +249,7 @@ class EngineInspector:
         if spec is not None:
             resolved = resolve(
                 spec,
-                cmdline=proc.args if proc else {},
+                cmdline=proc.args if proc else None,  # None: flags not read (no process here)
                 server_info=http.server_info,
                 server_info_path=http.server_info_path,
                 max_model_len=http.max_model_len,

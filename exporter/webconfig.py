@@ -77,13 +77,23 @@ class WebConfig:
         return ok
 
 
+def _yaml_problem(path: str, exc: yaml.YAMLError) -> str:
+    """`web.yml:2:14: invalid YAML (expected ',' or ']', but got ':')`."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else path
+    return f"web config {where}: invalid YAML ({problem})"
+
+
 def load_web_config(path: str | Path) -> WebConfig:
     """Read and validate a web config file; WebConfigError names what is wrong."""
     file = Path(path)
     try:
         raw: Any = yaml.safe_load(file.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
+    except OSError as exc:
         raise WebConfigError(f"cannot read web config {str(file)!r}: {exc}") from exc
+    except yaml.YAMLError as exc:  # one line: where and what, never the file's text (it holds hashes)
+        raise WebConfigError(_yaml_problem(str(file), exc)) from None
     if not isinstance(raw, dict):
         raise WebConfigError(f"web config {str(file)!r} must be a mapping")
     unknown = sorted(set(raw) - set(KNOWN_KEYS))

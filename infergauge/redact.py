@@ -4,7 +4,9 @@ A value is secret when its *name* (flag, dict key or environment variable) has a
 its `-`/`_`/`.` separated parts, singular or plural: `--api-key`, `--api-keys`, `HF_TOKEN`,
 `db_passwd`, `auth_header`, `--bearer`, `key_path`, `ssl_keyfile_password`; not
 `--max-num-batched-tokens` (a count of tokens, not a token). Multi-value flags (`--api-key k1 k2`)
-hide every value; `--flag=value` forms too; `user:password@` in URLs is dropped everywhere.
+hide every value; `--flag=value` forms too; `user:password@` in URLs is dropped everywhere. A list
+of strings with a flag among them is a command line wherever it sits in a record (`config.sim_args`,
+the embedded engine's argv, an exporter's engine args): `redact` hides its secret flags' values.
 """
 
 from __future__ import annotations
@@ -58,6 +60,11 @@ def redact_argv(argv: Sequence[str]) -> list[str]:
     return out
 
 
+def is_argv(values: Sequence[Any]) -> bool:
+    """True for a list that reads as a command line: all strings, at least one of them a flag."""
+    return bool(values) and all(isinstance(v, str) for v in values) and any(v.startswith("-") for v in values)
+
+
 def _hides(value: Any) -> bool:
     """A value worth hiding: not empty, and not a flag that only says whether a secret is set."""
     return value not in (None, "") and not isinstance(value, bool)
@@ -68,6 +75,8 @@ def redact(obj: Any) -> Any:
     if isinstance(obj, Mapping):
         return {k: REDACTED if is_secret_name(str(k)) and _hides(obj[k]) else redact(obj[k]) for k in obj}
     if isinstance(obj, list | tuple):
+        if is_argv(obj):  # a command line (`sim_args`, an engine's argv): values follow their flags
+            return redact_argv(obj)
         return [redact(v) for v in obj]
     if isinstance(obj, str):
         return redact_url(obj)

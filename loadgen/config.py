@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,10 +16,21 @@ from urllib.parse import urlsplit
 import yaml
 
 from infergauge.engines import ENGINES
+from infergauge.redact import redact_url
 from loadgen.workload.distributions import SpecError, parse_length
+from loadgen.workload.traffic_config import TrafficConfig, traffic_from_mapping
+
+NO_EXPORTER = "none"  # --exporter-url none: attach no exporter (its facts are recorded as missing)
 
 # `--target`: every real engine of the registry (their presets), any OpenAI server, the embedded sim
-TARGET_NAMES = (*(name for name, spec in ENGINES.items() if not spec.plays), "openai", "sim")
+
+
+def target_names() -> tuple[str, ...]:
+    """The valid `--target` names, read from the engine registry now: every engine that is not a
+    simulator (registry order), then `openai` (any server at --base-url) and `sim` (embedded)."""
+    return (*(name for name, spec in ENGINES.items() if not spec.plays), "openai", "sim")
+
+
 ENDPOINTS = ("completions", "chat")
 WORKLOADS = ("random", "random-text", "shared-prefix", "jsonl")
 ARRIVALS = ("poisson", "constant", "gamma")
@@ -63,24 +74,28 @@ class RunConfig:
     request_timeout_s: float = 600.0
     max_error_rate: float = 0.1
     metrics_port: int = 9403
-    metrics_listen_address: str = "0.0.0.0"  # all interfaces: a dockerised Prometheus scrapes the host
+    metrics_listen_address: str = "127.0.0.1"  # loopback unless asked (docs/security.md)
     linger_s: float = 15.0
     results_dir: str = "results"
     scenario: str | None = None
     experiment_id: str | None = None
-    exporter_url: str | None = None
+    exporter_url: str | None = None  # None: try the default exporter; NO_EXPORTER: attach none
     sim_args: tuple[str, ...] = ()
     grafana_url: str | None = None
     grafana_token: str | None = field(default=None, repr=False)
     extra_manifest: dict[str, Any] = field(default_factory=dict)
     http_client: str = "raw"  # the load's transport: loadgen.transport.rawhttp, or aiohttp
+    traffic: TrafficConfig | None = None  # trace replay, sessions, ShareGPT files (docs/workloads.md)
 
     def __post_init__(self) -> None:
         validate(self)
 
     @property
     def resolved_workload(self) -> str:
-        """The workload name, defaulting to token ids for completions and text for chat."""
+        """The workload name, defaulting to token ids for completions and text for chat (`trace`,
+        `sessions` or `sharegpt` under the traffic options)."""
+        if self.traffic is not None and self.traffic.kind != "none":
+            return self.traffic.kind
         if self.workload:
             return self.workload
         if self.dataset:
@@ -121,6 +136,8 @@ class RunConfig:
                 value = "inf"
             elif isinstance(value, tuple):
                 value = list(value)
+            elif isinstance(value, TrafficConfig):
+                value = value.to_manifest()
             out[f.name] = value
         out["workload"] = self.resolved_workload
         out["input_len"], out["output_len"] = self.lengths
@@ -128,7 +145,7 @@ class RunConfig:
         return out
 
 
-def _choice(name: str, value: str | None, choices: tuple[str, ...]) -> None:
+def _choice(name: str, value: str | None, choices: Sequence[str]) -> None:
     if value is not None and value not in choices:
         raise ConfigError(f"invalid {name} {value!r}; choose from {', '.join(choices)}")
 
@@ -144,7 +161,7 @@ def _positive(name: str, value: float | None, *, allow_zero: bool = False) -> No
 
 def validate(config: RunConfig) -> None:
     """Raise ConfigError for the first invalid field; called on construction."""
-    _choice("target", config.target, TARGET_NAMES)
+    _choice("target", config.target, target_names())
     _choice("endpoint", config.endpoint, ENDPOINTS)
     _choice("workload", config.workload, WORKLOADS)
     _choice("arrival", config.arrival, ARRIVALS)
@@ -164,6 +181,13 @@ def validate(config: RunConfig) -> None:
     if config.metrics_port > 65535:
         raise ConfigError(f"invalid metrics_port {config.metrics_port!r}: must be 0-65535")
     _validate_combinations(config)
+    if config.traffic is not None:
+        from loadgen.workload.traffic import check_traffic  # it imports this module
+
+        check_traffic(config.traffic, config.endpoint)
+        if config.traffic.kind != "none" and (config.workload or config.dataset):
+            given = "--workload" if config.workload else "--dataset"
+            raise ConfigError(f"--{config.traffic.kind} and {given} are two workloads: give one")
 
 
 def _validate_combinations(config: RunConfig) -> None:
@@ -171,13 +195,26 @@ def _validate_combinations(config: RunConfig) -> None:
         raise ConfigError("target 'openai' needs --base-url (e.g. http://127.0.0.1:8000)")
     if config.base_url:
         _check_base_url(config.base_url)
+        if config.api_key and urlsplit(config.base_url).username is not None:
+            raise ConfigError(  # two Authorization headers: basic from the URL, bearer from the key
+                f"invalid base_url {redact_url(config.base_url)!r}: it carries user:password@ and "
+                "--api-key (or OPENAI_API_KEY) is set too; give one of them"
+            )
+    exporter = config.exporter_url
+    if exporter and exporter != NO_EXPORTER and not exporter.startswith(("http://", "https://")):
+        raise ConfigError(
+            f"invalid exporter_url {redact_url(exporter)!r}: "
+            f"must start with http:// or https:// (or be '{NO_EXPORTER}')"
+        )
     if config.resolved_workload == "jsonl" and not config.dataset:
         raise ConfigError("workload 'jsonl' needs --dataset FILE.jsonl")
     if config.resolved_workload == "random" and config.endpoint == "chat":
         raise ConfigError(
             "workload 'random' sends token ids, which chat cannot take; use --workload random-text"
         )
-    if math.isinf(config.rate) and config.total_requests is None and config.max_concurrency is None:
+    own_schedule = config.traffic is not None and config.traffic.kind in ("trace", "sessions")
+    bounded = config.max_concurrency or own_schedule
+    if math.isinf(config.rate) and config.total_requests is None and not bounded:
         raise ConfigError("rate 'inf' with only --duration needs --max-concurrency (or give --num-prompts)")
     for spec in (config.input_len, config.output_len):
         if spec is not None:
@@ -193,7 +230,10 @@ def _check_base_url(url: str) -> None:
     """http(s)://HOST[:PORT] with a port in 1-65535 (a bad port is named, not reported as unreachable)."""
     if not url.startswith(("http://", "https://")):
         raise ConfigError(f"invalid base_url {url!r}: must start with http:// or https://")
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # `http://[::1` (an unclosed IPv6 bracket)
+        raise ConfigError(f"invalid base_url {redact_url(url)!r}: {exc}") from None
     if not parts.hostname:
         raise ConfigError(f"invalid base_url {url!r}: no host")
     try:
@@ -204,6 +244,15 @@ def _check_base_url(url: str) -> None:
         ) from None
     if port == 0:
         raise ConfigError(f"invalid base_url {url!r}: port 0 is not a number in 1-65535")
+
+
+def strip_api_suffix(url: str) -> tuple[str, str | None]:
+    """(`http://h:p`, a note) for `http://h:p/v1[/]`: loadgen adds `/v1/...` itself; (url, None) otherwise."""
+    trimmed = url.rstrip("/")
+    if trimmed.endswith("/v1"):
+        base = trimmed[: -len("/v1")]
+        return base, f"info: base URL {url!r} ends in /v1; using {base!r} (loadgen adds /v1/... itself)"
+    return trimmed, None
 
 
 def parse_duration(text: str, what: str = "duration") -> float:
@@ -262,6 +311,16 @@ FIELD_NAMES = {f.name for f in dataclasses.fields(RunConfig)}
 ALIASES = {"duration": "duration_s", "request_timeout": "request_timeout_s", "linger": "linger_s"}
 
 
+def _traffic(value: Any) -> TrafficConfig:
+    """A YAML `traffic:` mapping -> TrafficConfig (one line naming a bad key or value)."""
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"invalid traffic {value!r}: expected a mapping (trace: FILE, sessions: ...)")
+    try:
+        return traffic_from_mapping(dict(value))
+    except (KeyError, TypeError) as exc:
+        raise ConfigError(str(exc).strip("'\"")) from None
+
+
 def _coerce(name: str, value: Any) -> Any:
     """Turn a YAML/env value into the field's type (strings from the environment included)."""
     if value is None:
@@ -272,6 +331,8 @@ def _coerce(name: str, value: Any) -> Any:
         return parse_rate(value)
     if name in ("duration_s", "request_timeout_s", "linger_s") and isinstance(value, str):
         return parse_duration(value, name)
+    if name == "traffic":
+        return _traffic(value)
     if name == "sim_args":
         return tuple(str(v) for v in (value.split() if isinstance(value, str) else value))
     default = RunConfig.__dataclass_fields__[name].default

@@ -33,6 +33,7 @@ class RequestRecord:
     done_ns: int | None = None
     token_ns: Sequence[int] = field(default_factory=list)  # arrival of each token-bearing chunk
     prompt_tokens: int | None = None
+    cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens; None: not sent
     output_tokens: int = 0
     token_count: str = "usage"
     outcome: str | None = None
@@ -41,6 +42,9 @@ class RequestRecord:
     raw: list[tuple[int, bytes]] | None = None  # stamped body until `finalize` parses it
     fallback: tuple[str, str] | None = None  # (outcome, error) of a stream cut short
     slot_free_ns: int = 0  # when a --max-concurrency slot came free for it, if it had to wait; else 0
+    host_stall_ns: int = 0  # event-loop stall (>= 50 ms) inside [sent, done]: loadgen's, not the engine's
+    session_id: str | None = None  # the conversation this request is a turn of (sessions, traces)
+    turn_index: int | None = None  # its turn in that conversation, 0 first
 
     @property
     def due_ns(self) -> int:
@@ -76,3 +80,20 @@ def mark_cut_short(record: RequestRecord, reads: list[tuple[int, bytes]], outcom
     outcome it gets when the reads do not say otherwise (stamped now)."""
     record.done_ns = time.perf_counter_ns()
     record.raw, record.fallback = reads, (outcome, error)
+
+
+@dataclass(frozen=True)
+class EngineMetadata:
+    """Facts the engine reports about itself over HTTP."""
+
+    engine: str
+    version: str | None = None
+    model: str | None = None
+    max_model_len: int | None = None
+    server_args: dict[str, Any] = field(default_factory=dict)
+    models: list[str] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    speaks: str | None = None  # the engine its metadata bodies were recognised as (detect_http)
+    server_info_path: str = ""  # the endpoint server_args came from
+    asked_engine: str | None = None  # the --target preset, when the server answered as another engine
+    reported: dict[str, Any] = field(default_factory=dict)  # args its info metric states (cache_config_info)

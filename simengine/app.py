@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
 
 from simengine.config import SimConfig
 from simengine.engine import Engine
 from simengine.faults import FaultInjector
 from simengine.groundtruth import GroundTruthWriter
-from simengine.openai_api import add_openai_routes
+from simengine.openai_api import add_openai_routes, authorized
+from simengine.personalities.base import Personality
 from simengine.personalities.registry import PERSONALITIES
 from simengine.state import STATE, AppState
 
@@ -27,9 +29,9 @@ def build_app(config: SimConfig) -> web.Application:
         malformed_rate=config.fault_malformed_rate,
     )
     state = AppState(config, metrics, Engine(config, metrics), faults, gt)
-    app = web.Application(client_max_size=64 * 2**20)
-    app[STATE] = state
     personality = personality_cls(state)
+    app = web.Application(client_max_size=64 * 2**20, middlewares=[_auth_middleware(personality)])
+    app[STATE] = state
     add_openai_routes(app, personality)
     personality.add_routes(app)
     app.router.add_get("/sim/stats", _sim_stats)
@@ -38,6 +40,24 @@ def build_app(config: SimConfig) -> web.Application:
     app.on_shutdown.append(_on_shutdown)  # before aiohttp waits for open handlers
     app.on_cleanup.append(_on_cleanup)
     return app
+
+
+def _auth_middleware(personality: Personality) -> Middleware:
+    """`--api-key`: the routes the personality's engine guards answer 401 without a matching bearer
+    token (`/sim/*`, the simulator's own endpoints, stay open)."""
+
+    @web.middleware
+    async def auth(request: web.Request, handler: Handler) -> web.StreamResponse:
+        path = request.path
+        if (
+            path.startswith("/sim/")
+            or not personality.needs_auth(path)
+            or authorized(request, personality.state)
+        ):
+            return await handler(request)
+        return web.json_response({"error": "Unauthorized"}, status=401)
+
+    return auth
 
 
 async def _on_startup(app: web.Application) -> None:

@@ -10,11 +10,14 @@ import sys
 
 from aiohttp import web
 
+from infergauge.fdlimit import FdLimitWatch, raise_open_files_limit
 from simengine.app import build_app
 from simengine.config import FLAG_PARSER, ConfigError, SimConfig, parse_args
 
 
 async def _serve(cfg: SimConfig) -> None:
+    raise_open_files_limit()  # one descriptor per stream: the soft limit up to the hard one
+    FdLimitWatch("simengine").install(asyncio.get_running_loop())
     runner = web.AppRunner(build_app(cfg), access_log=None, handle_signals=False, shutdown_timeout=5.0)
     await runner.setup()
     site = web.TCPSite(runner, cfg.host, cfg.port, backlog=4096)
@@ -38,7 +41,8 @@ async def _serve(cfg: SimConfig) -> None:
 
 USAGE = """usage: python -m simengine [serve MODEL] [flags]   (also: loadgen sim [flags])
 
-Simulated OpenAI-compatible engine with a vLLM (default, port 8000) or SGLang (port 30000) personality.
+Simulated OpenAI-compatible engine with a vLLM (default, port 8000), SGLang (port 30000) or llama.cpp
+(--personality llamacpp, port 8080) personality.
 A real vLLM or SGLang launch line runs unchanged; flags it does not model are accepted and recorded.
 Examples:
   python -m simengine --tensor-parallel-size 2 --max-num-seqs 128 --gpu-memory-utilization 0.90 \\

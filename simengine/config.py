@@ -43,6 +43,9 @@ class SimConfig:
     gpu_memory_utilization: float = 0.9
     enable_chunked_prefill: bool = True
     enable_prefix_caching: bool = True
+    # usage.prompt_tokens_details.cached_tokens in responses: vLLM --enable-prompt-tokens-details,
+    # SGLang --enable-cache-report (both off by default, as in the real engines)
+    enable_prompt_tokens_details: bool = False
     tensor_parallel_size: int = 1
     gpu: str = "h200"
     model_params: float = 8e9
@@ -117,6 +120,12 @@ def _build_parser() -> _Parser:
         ["--enable-prefix-caching"],
         ["--no-enable-prefix-caching", "--disable-radix-cache"],
         "enable_prefix_caching",
+    )
+    _bool(
+        p,
+        ["--enable-prompt-tokens-details", "--enable-cache-report"],
+        ["--no-enable-prompt-tokens-details"],
+        "enable_prompt_tokens_details",
     )
     _flag(p, ["--gpu"], "gpu")
     _flag(p, ["--model-params"], "model_params", type=float)

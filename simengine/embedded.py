@@ -7,6 +7,9 @@ The embedded engine starts in dev mode (`--dev-mode`, vLLM's `VLLM_SERVER_DEV_MO
 line, and its `/server_info` is where loadgen reads them (and `/reset_prefix_cache` flushes it if a
 caller keeps it between runs; loadgen itself starts a fresh one per run). A standalone
 `python -m simengine` reads `VLLM_SERVER_DEV_MODE` from its environment, as real vLLM does.
+It also reports `usage.prompt_tokens_details.cached_tokens` (`--enable-prompt-tokens-details`) unless
+told `--no-enable-prompt-tokens-details`, so `--target sim` runs record cached tokens per request;
+a standalone engine, like the real ones, sends them only with the flag.
 """
 
 from __future__ import annotations
@@ -17,11 +20,18 @@ from types import TracebackType
 
 from aiohttp import web
 
+from infergauge.fdlimit import FdLimitWatch, raise_open_files_limit
 from simengine.app import build_app
 from simengine.config import SimConfig, parse_args
 
 START_TIMEOUT_S = 30.0
 DEV_MODE_FLAGS = ("--dev-mode", "--no-dev-mode")
+# usage.prompt_tokens_details: the engine loadgen embeds reports cached tokens unless told not to
+DETAILS_FLAGS = (
+    "--enable-prompt-tokens-details",
+    "--enable-cache-report",
+    "--no-enable-prompt-tokens-details",
+)
 
 
 class EmbeddedEngine:
@@ -35,6 +45,8 @@ class EmbeddedEngine:
             args += ["--host", "127.0.0.1"]
         if not any(a.split("=", 1)[0] in DEV_MODE_FLAGS for a in args):
             args.append("--dev-mode")
+        if not any(a.split("=", 1)[0] in DETAILS_FLAGS for a in args):
+            args.append("--enable-prompt-tokens-details")
         self.config: SimConfig = parse_args(args)
         self.base_url = ""
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -76,6 +88,8 @@ class EmbeddedEngine:
 
     async def _setup(self) -> None:
         cfg = self.config
+        raise_open_files_limit()  # one descriptor per stream: the soft limit up to the hard one
+        FdLimitWatch("the simulated engine").install(asyncio.get_running_loop())
         self._runner = web.AppRunner(
             build_app(cfg), access_log=None, handle_signals=False, shutdown_timeout=5.0
         )

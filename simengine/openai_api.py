@@ -141,7 +141,7 @@ def add_openai_routes(app: web.Application, p: Personality) -> None:
     app.router.add_post("/v1/chat/completions", chat_completions)
 
 
-def _authorized(request: web.Request, state: AppState) -> bool:
+def authorized(request: web.Request, state: AppState) -> bool:
     """No key configured, or the bearer token is one of the keys (compared in constant time)."""
     keys = state.cfg.api_key
     given = request.headers.get("Authorization", "").encode()
@@ -152,8 +152,6 @@ async def serve(request: web.Request, p: Personality, *, chat: bool) -> web.Stre
     """Validate, queue and answer one completion request."""
     arrival_ns, arrival_wall_ns = perf_ns(), time.time_ns()
     state = request.app[STATE]
-    if not _authorized(request, state):
-        return json_response({"error": "Unauthorized"}, status=401)
     try:
         body = await request.json()
     except ValueError:
@@ -228,6 +226,7 @@ async def _stream(
         on_disconnect=state.engine.abort,
         faults=faults,
         stall_s=state.cfg.fault_stall_ms / 1e3,
+        cached_tokens=p.reported_cached_tokens,
     )
     group.sink = sink
     await _wait(state, group, done)

@@ -66,8 +66,10 @@ class StreamSink:
         on_disconnect: Callable[[RequestGroup], None],
         faults: RequestFaults = NO_FAULTS,
         stall_s: float = 0.0,
+        cached_tokens: Callable[[RequestGroup], int | None] | None = None,
     ) -> None:
         self.transport = transport
+        self.cached_tokens = cached_tokens  # the personality's usage.prompt_tokens_details
         self.writer = writer
         self.include_usage = include_usage
         self.continuous = continuous_usage
@@ -171,7 +173,10 @@ class StreamSink:
         if self.held is not None:
             self.finish_after_release = group
             return
-        tail = self.writer.usage(group.prompt_tokens, group.completion_tokens) if self.include_usage else b""
+        tail = b""
+        if self.include_usage:
+            cached = None if self.cached_tokens is None else self.cached_tokens(group)
+            tail = self.writer.usage(group.prompt_tokens, group.completion_tokens, cached)
         self._send(tail + DONE, 0, None)
         if not self.done.done():
             self.done.set_result(None)

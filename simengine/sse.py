@@ -27,6 +27,12 @@ class ChunkStyle:
     final_tail: bytes  # after the final usage object
     role_chunk: bytes | None  # chat: first chunk with the role, before the first token
     finish_chunk: bytes | None  # SGLang chat: the finish reason comes in its own empty-delta chunk
+    # the final usage's `prompt_tokens_details` when there are none to report (its %b): vLLM and
+    # SGLang's completions leave the key out (exclude_none), SGLang's chat writes null
+    details_null: bytes = b""
+
+
+DETAILS_FMT = b',"prompt_tokens_details":{"cached_tokens":%d}'
 
 
 VLLM_COMPLETION = ChunkStyle(
@@ -37,7 +43,7 @@ VLLM_COMPLETION = ChunkStyle(
     "always",
     b"}\n\n",
     b',"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d}}\n\n',
-    b'"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d}',
+    b'"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d%b}',
     b',"system_fingerprint":%s}\n\n',
     None,
     None,
@@ -68,7 +74,7 @@ SGLANG_COMPLETION = ChunkStyle(
     "never",
     b',"usage":null}\n\n',
     _SGL_USAGE,
-    b'"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d,"reasoning_tokens":0}',
+    b'"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d%b,"reasoning_tokens":0}',
     b"}\n\n",
     None,
     None,
@@ -81,12 +87,12 @@ SGLANG_CHAT = ChunkStyle(
     "never",
     b"}\n\n",
     _SGL_USAGE,
-    b'"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d,"prompt_tokens_details":null,'
-    b'"reasoning_tokens":0}',
+    b'"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d%b,"reasoning_tokens":0}',
     b"}\n\n",
     b',"delta":{"reasoning_content":null,"role":"assistant","content":""},"logprobs":null,'
     b'"finish_reason":null,"matched_stop":null}]}\n\n',
     b',"delta":{"reasoning_content":null},"logprobs":null,"finish_reason":%s,"matched_stop":null}]}\n\n',
+    b',"prompt_tokens_details":null',
 )
 
 
@@ -146,10 +152,13 @@ class ChunkWriter:
             return b""
         return self.head + b"%d" % index + self.style.finish_chunk % (b'"%s"' % reason.encode())
 
-    def usage(self, prompt_tokens: int, completion_tokens: int) -> bytes:
-        """The final usage-only chunk (stream_options.include_usage)."""
+    def usage(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int | None = None) -> bytes:
+        """The final usage-only chunk (stream_options.include_usage); `cached_tokens` (None: not
+        reported) goes in `prompt_tokens_details`."""
         s = self.style
-        body = s.final_usage_fmt % (prompt_tokens, prompt_tokens + completion_tokens, completion_tokens)
+        details = s.details_null if cached_tokens is None else DETAILS_FMT % cached_tokens
+        total = prompt_tokens + completion_tokens
+        body = s.final_usage_fmt % (prompt_tokens, total, completion_tokens, details)
         tail = s.final_tail % self.fingerprint if b"%s" in s.final_tail else s.final_tail
         return self.head_empty + body + tail
 

@@ -52,12 +52,25 @@ OUTPUT_PIECES: tuple[str, ...] = _WORDS
 OUTPUT_PIECES_JSON: tuple[bytes, ...] = tuple(json.dumps(w).encode() for w in _WORDS)
 
 
+BOS_TEXT = "<|begin_of_text|>"
+
+
+def piece_id(piece: str) -> int:
+    """The token id of one word piece (ids 0 and 1 are special: 1 is BOS)."""
+    return 2 + zlib.crc32(piece.encode()) % (VOCAB_SIZE - 2)
+
+
 def tokenize_text(text: str) -> list[int]:
     """Stable token ids for `text`: a BOS id, then one id per word piece."""
     ids = [BOS_ID]
     for piece in _PIECE.findall(text):
         ids.append(2 + zlib.crc32(piece.encode()) % (VOCAB_SIZE - 2))
     return ids
+
+
+def text_pieces(text: str) -> list[str]:
+    """The word pieces `tokenize_text` gives one id each (BOS not included)."""
+    return list(_PIECE.findall(text))
 
 
 def chat_to_text(messages: list[Any]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ FIXTURES = REPO_ROOT / "tests" / "fixtures"
 GOLDEN = FIXTURES / "golden"  # copied from shared/golden: vLLM 0.26.0 and SGLang 0.5.14 on an H200
 GOLDEN_VLLM = GOLDEN / "vllm-0.26.0"
 GOLDEN_SGLANG = GOLDEN / "sglang-0.5.14"
+GOLDEN_LLAMACPP = GOLDEN / "llamacpp-b1-0c1e570"  # a real llama-server built here on a CPU
 GOLDEN_SSE_STREAMS = [  # the streaming captures of both engines (bytes + .timing.jsonl)
     d / f"sse_{n}.txt"
     for d in (GOLDEN_VLLM, GOLDEN_SGLANG)
@@ -26,3 +28,25 @@ def golden_vllm() -> Path:
 @pytest.fixture
 def golden_sglang() -> Path:
     return GOLDEN_SGLANG
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+# No test may see what else runs on the host (issue #22 item 21): an exporter a user left on the
+# default 127.0.0.1:9402 discovers the tests' simulated engines by their processes and would be
+# attached to their runs. Subprocesses attach none (LOADGEN_EXPORTER_URL=none); in-process runs try
+# a closed loopback port instead of the default, which is the "no exporter here" path users see.
+os.environ.setdefault("LOADGEN_EXPORTER_URL", "none")
+
+
+@pytest.fixture(autouse=True)
+def _no_host_exporter(monkeypatch: pytest.MonkeyPatch) -> None:
+    from loadgen.targets import exporter_client
+
+    monkeypatch.setattr(exporter_client, "EXPORTER_DEFAULT", f"http://127.0.0.1:{_closed_port()}")

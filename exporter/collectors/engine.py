@@ -7,11 +7,15 @@ from typing import Any
 
 from prometheus_client.core import Metric
 
-from exporter.checks import engine_checks
+from exporter.checks import engine_checks, finding
 from exporter.discovery import nvml_process_ids
 from exporter.engines import EngineInspector
 from exporter.families import Families
 from infergauge.engines.base import NEUTRAL_PARAMS
+
+# /manifest answers within this from the facts it has: loadgen allows the default exporter 1 s, and
+# SGLang's generating /health alone may take 5 s (a stale reading carries `facts_age_s`).
+MANIFEST_BUDGET_S = 0.5
 
 
 def _label(value: object) -> str:
@@ -23,8 +27,9 @@ class EngineCollector:
 
     name = "engine"
 
-    def __init__(self, inspector: EngineInspector) -> None:
+    def __init__(self, inspector: EngineInspector, budget_s: float = MANIFEST_BUDGET_S) -> None:
         self.inspector = inspector
+        self.budget_s = budget_s
 
     def scrape(self) -> tuple[list[Metric], bool]:
         """Families for every engine; a stopped engine is `up 0`, not a failed collector."""
@@ -64,5 +69,16 @@ class EngineCollector:
             self.inspector.gpu_memory_bytes = gpus[0]["memory_total_bytes"]
             self.inspector.gpu_name = gpus[0]["name"]
         self.inspector.nvml_pids = nvml_process_ids(gpus)
-        engines = [report.as_dict() for report in self.inspector.reports(fresh=True)]
-        return {"engines": engines, "checks": engine_checks(engines, self.inspector.engine_urls)}
+        reports, age_s = self.inspector.reports_within(self.budget_s)
+        engines = [{**report.as_dict(), "facts_age_s": round(age_s, 3)} for report in reports]
+        checks = engine_checks(engines, self.inspector.engine_urls)
+        if age_s > 0:
+            checks.append(
+                finding(
+                    "engine_facts_stale",
+                    "info",
+                    f"engine facts are {age_s:.1f} s old: the engines' endpoints did not all answer "
+                    f"within the manifest's {self.budget_s:g} s budget (read again in the background)",
+                )
+            )
+        return {"engines": engines, "checks": checks}

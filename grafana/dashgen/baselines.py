@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from loadgen.baseline.metrics import WATCHED, Watched
+from loadgen.store.schema import WHOLE_RUNS
 
 from .board import dashboard
 from .panels import Json, row, stat, table, target, timeseries
@@ -11,6 +12,7 @@ from .sql import on_store, sql_annotation, sql_target, sql_var, store_var
 
 UID = "infergauge-baselines"
 SUITE_FILTER = "suite IN ($suite) AND series_key IN ($series)"
+RUNS_FILTER = f"{SUITE_FILTER} AND {WHOLE_RUNS}"  # a shard's row is a slice, never a run of the series
 PROM_SUITE = 'suite=~"$suite"'
 # the watched figures' units -> Grafana's unit ids
 UNITS = {"s": "s", "req/s": "reqps", "tok/s": "suffix: tok/s", "": "percentunit"}
@@ -20,7 +22,7 @@ def history_sql(watched: Watched) -> str:
     """One watched figure of every selected series over time (ok runs only: the check's input)."""
     return (
         f'SELECT $__time(started_at), series_key AS metric, {watched.column} AS "{watched.label}"\n'
-        f"FROM runs\nWHERE $__timeFilter(started_at) AND {SUITE_FILTER}\n"
+        f"FROM runs\nWHERE $__timeFilter(started_at) AND {RUNS_FILTER}\n"
         f"  AND status = 'ok' AND {watched.column} IS NOT NULL\nORDER BY started_at"
     )
 
@@ -65,8 +67,41 @@ OPEN_REGRESSIONS_SQL = (
 RUNS_SQL = (
     'SELECT started_at AS "time", series_key AS "series", run_id, status, engine, engine_version,\n'
     "  model, gpu_model, gpu_count\n"
-    f"FROM runs\nWHERE $__timeFilter(started_at) AND {SUITE_FILTER}\nORDER BY started_at DESC\nLIMIT 200"
+    f"FROM runs\nWHERE $__timeFilter(started_at) AND {RUNS_FILTER}\nORDER BY started_at DESC\nLIMIT 200"
 )
+
+
+# the prefix-cache hit ratio of each run, from the summary JSON the store keeps (docs/prefix-cache.md)
+CACHE_SOURCES = (
+    ("reported", "summary->'cache'->'reported'->>'hit_ratio'"),
+    ("engine counters", "summary->'cache'->>'hit_ratio'"),
+    ("implied bound", "summary->'cache'->'implied'->>'hit_ratio'"),
+)
+
+
+def cache_history_sql() -> str:
+    """Each stored run's prefix-cache hit ratios over time: what the engine reported per request,
+    its own counters over the run, and the bound the workload implies (NULL where a run has none)."""
+    cols = ", ".join(f'({path})::float AS "{name}"' for name, path in CACHE_SOURCES)
+    known = " OR ".join(f"{path} IS NOT NULL" for _, path in CACHE_SOURCES)
+    return (
+        f"SELECT $__time(started_at), series_key AS metric, {cols}\n"
+        f"FROM runs\nWHERE $__timeFilter(started_at) AND {RUNS_FILTER}\n  AND ({known})\nORDER BY started_at"
+    )
+
+
+def _cache_panel() -> Json:
+    panel = timeseries(
+        "Prefix-cache hit ratio per run",
+        [sql_target(cache_history_sql())],
+        "percentunit",
+        desc="Share of prompt tokens served from the engine's prefix cache in each run: reported per request "
+        "(usage.prompt_tokens_details.cached_tokens), the engine's counters over the run, and the upper "
+        "bound the workload's repeated token blocks imply. A run far above its implied bound started warm.",
+        w=12,
+    )
+    panel["fieldConfig"]["defaults"]["custom"].update(showPoints="always", pointSize=6, spanNulls=True)
+    return on_store(panel)
 
 
 def _percent_column(name: str) -> Json:
@@ -98,6 +133,7 @@ def _store_panels() -> list[Json]:
         on_store(regressions),
         row("History per metric"),
         *history,
+        _cache_panel(),
         row("Runs"),
         on_store(runs),
     ]

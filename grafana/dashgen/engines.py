@@ -1,199 +1,137 @@
-"""Engine dashboards on vLLM's and SGLang's own /metrics names (checked against real captures)."""
+"""One dashboard per registered engine, built from its metric roles alone (infergauge/engines/*.py).
+
+Each role's metric is drawn by its kind and unit: gauges as they are (requests gauges of the
+scheduler together), counters as rates (a `split_by` label gets a series each), histograms as
+p50/p90/p99, info series as a table; prefix-cache hits over queries as a ratio where the engine has
+both. Panels follow the order of the engine file, grouped into rows; no name of an engine or of one
+of its metrics is written here, so a new engine file gets its dashboard with no other edit.
+"""
 
 from __future__ import annotations
 
-from infergauge.engines import get
+from collections.abc import Callable
+from functools import partial
+
+from infergauge import engines
+from infergauge.engines.base import EngineSpec
+from infergauge.engines.metrics import Metric, title
 
 from .board import dashboard, multi_var
 from .common import info_table, organize, quantile_pairs, series
 from .panels import Json, row, targets, timeseries
 
-VLLM, SGLANG = get("vllm"), get("sglang")  # metric names by role, from the engine files
-V = 'instance=~"$instance", model_name=~"$model_name"'
+UNITS = {
+    "seconds": "s",
+    "ratio": "percentunit",
+    "tokens/s": "suffix: tok/s",
+    "requests": "short",
+    "tokens": "short",
+}
+RATE_UNITS = {"tokens": "suffix: tok/s", "requests": "reqps", "seconds": "percentunit", "": "short"}
+ROWS = (("Scheduler", ("requests",)), ("Cache and tokens", ("ratio", "tokens", "tokens/s", "")))
 
 
-def _sum(metric: str) -> str:
-    return f"sum by (instance) ({metric}{{{V}}})"
+def _selector(spec: EngineSpec) -> str:
+    model = f', {spec.model_label}=~"$model_name"' if spec.model_label else ""
+    return f'instance=~"$instance"{model}'
 
 
-def _max(metric: str) -> str:
-    return f"max by (instance) ({metric}{{{V}}})"
+def _panel(spec: EngineSpec, role: str, metric: Metric) -> Json:
+    sel = _selector(spec)
+    name, heading = metric.name, title(role, metric)
+    if metric.kind == "histogram":
+        pairs = quantile_pairs(f"{name}_bucket{{{sel}}}")
+        return timeseries(heading, targets(*pairs), UNITS.get(metric.unit, "short"), desc=metric.help, w=8)
+    if metric.kind == "counter":
+        by = metric.split_by or "instance"
+        expr = f"sum by ({by}) (rate({name}{{{sel}}}[$__rate_interval]))"
+        unit = RATE_UNITS.get(metric.unit, "short")
+        return series(
+            heading, expr, f"{{{{{by}}}}}", unit, desc=metric.help, w=8, stack=bool(metric.split_by)
+        )
+    how = "max" if metric.unit == "ratio" else "sum"
+    expr = f"{how} by (instance) ({name}{{{sel}}})"
+    return series(heading, expr, "{{instance}}", UNITS.get(metric.unit, "short"), desc=metric.help, w=8)
 
 
-def _rate(metric: str, by: str = "instance") -> str:
-    return f"sum by ({by}) (rate({metric}{{{V}}}[$__rate_interval]))"
-
-
-def _quantiles(histogram: str, title: str, desc: str = "") -> Json:
-    pairs = quantile_pairs(f"{histogram}_bucket{{{V}}}")
-    return timeseries(title, targets(*pairs), "s", desc=desc, w=8)
-
-
-def _variables(probe: str) -> list[Json]:
-    return [
-        multi_var("instance", "Instance", f"label_values({probe}, instance)"),
-        multi_var(
-            "model_name",
-            "Model",
-            f'label_values({probe}{{instance=~"$instance"}}, model_name)',
-        ),
+def _requests_panel(spec: EngineSpec, gauges: list[tuple[str, Metric]]) -> Json:
+    sel = _selector(spec)
+    pairs = [
+        (f"sum by (instance) ({m.name}{{{sel}}})", f"{title(r, m).lower()} {{{{instance}}}}")
+        for r, m in gauges
     ]
+    names = [title(r, m).removesuffix(" requests") for r, m in gauges]
+    heading = " and ".join([names[0], *(n.lower() for n in names[1:])]) + " requests"
+    return timeseries(heading, targets(*pairs), "short", w=8)
 
 
-def _vllm_panels() -> list[Json]:
-    return [
-        row("Scheduler"),
-        timeseries(
-            "Running and waiting requests",
-            targets(
-                (_sum(VLLM.metrics["running"]), "running {{instance}}"),
-                (_sum(VLLM.metrics["waiting"]), "waiting {{instance}}"),
-            ),
-            "short",
-            w=8,
-        ),
-        series("KV-cache usage", _max(VLLM.metrics["kv_usage"]), "{{instance}}", "percentunit", w=8),
-        series(
-            "Preemptions",
-            _rate(VLLM.metrics["preemptions"]),
-            "{{instance}}",
-            "short",
-            w=8,
-            desc="Requests evicted for lack of KV blocks (recomputed later).",
-        ),
-        series(
-            "Prefix-cache hit ratio",
-            f"{_rate(VLLM.metrics['prefix_cache_hits'])} / {_rate(VLLM.metrics['prefix_cache_queries'])}",
-            "{{instance}}",
-            "percentunit",
-            w=8,
-            desc="Tokens served from the prefix cache / tokens looked up.",
-        ),
-        timeseries(
-            "Token throughput",
-            targets(
-                (_rate(VLLM.metrics["prompt_tokens"]), "prompt {{instance}}"),
-                (_rate(VLLM.metrics["generation_tokens"]), "generation {{instance}}"),
-            ),
-            "suffix: tok/s",
-            w=8,
-        ),
-        series(
-            "Finished requests by reason",
-            _rate(VLLM.metrics["finished"], by="finished_reason"),
-            "{{finished_reason}}",
-            "reqps",
-            w=8,
-            stack=True,
-        ),
-        row("Latency (server-side)"),
-        _quantiles(VLLM.metrics["ttft"], "TTFT"),
-        _quantiles(VLLM.metrics["itl"], "Inter-token latency"),
-        _quantiles(VLLM.metrics["tpot"], "TPOT"),
-        _quantiles(VLLM.metrics["e2e"], "E2E latency"),
-        _quantiles(VLLM.metrics["queue_time"], "Queue time", "Waiting before the first schedule."),
-        _quantiles(VLLM.metrics["prefill_time"], "Prefill time"),
-        row("Configuration"),
-        info_table(
-            "Cache config (vllm:cache_config_info)",
-            'max without (job, __name__) (vllm:cache_config_info{instance=~"$instance"})',
-            transformations=organize({"Time": True, "Value": True}),
-            h=6,
-        ),
+def _hit_ratio(spec: EngineSpec) -> list[Json]:
+    hits, queries = spec.metrics.get("prefix_cache_hits"), spec.metrics.get("prefix_cache_queries")
+    if hits is None or queries is None:
+        return []
+    sel = _selector(spec)
+    rate = "sum by (instance) (rate({}{{" + sel + "}}[$__rate_interval]))"
+    expr = f"{rate.format(hits.name)} / {rate.format(queries.name)}"
+    desc = "Tokens served from the prefix cache / tokens looked up."
+    return [series("Prefix-cache hit ratio", expr, "{{instance}}", "percentunit", desc=desc, w=8)]
+
+
+def _panels(spec: EngineSpec) -> list[Json]:
+    roles = list(spec.metrics.items())
+    gauges = [
+        (r, m) for r, m in roles if m.kind == "gauge" and m.unit == "requests" and r in ("running", "waiting")
     ]
-
-
-def _sglang_panels() -> list[Json]:
-    return [
-        row("Scheduler"),
-        timeseries(
-            "Running and queued requests",
-            targets(
-                (_sum(SGLANG.metrics["running"]), "running {{instance}}"),
-                (_sum(SGLANG.metrics["waiting"]), "queued {{instance}}"),
-            ),
-            "short",
-            w=8,
-        ),
-        series(
-            "KV-cache (token pool) usage",
-            _max(SGLANG.metrics["kv_usage"]),
-            "{{instance}}",
-            "percentunit",
-            w=8,
-        ),
-        timeseries(
-            "KV tokens used",
-            targets(
-                (_sum(SGLANG.metrics["kv_used_tokens"]), "used {{instance}}"),
-                (_sum(SGLANG.metrics["kv_capacity_tokens"]), "capacity {{instance}}"),
-            ),
-            "short",
-            w=8,
-        ),
-        series(
-            "Retracted requests",
-            _sum(SGLANG.metrics["preemptions"]),
-            "{{instance}}",
-            "short",
-            w=8,
-            desc="Requests retracted for lack of KV space (SGLang's preemption).",
-        ),
-        series(
-            "Prefix (radix) cache hit rate",
-            _max(SGLANG.metrics["cache_hit_rate"]),
-            "{{instance}}",
-            "percentunit",
-            w=8,
-        ),
-        timeseries(
-            "Token throughput",
-            targets(
-                (_rate(SGLANG.metrics["prompt_tokens"]), "prompt {{instance}}"),
-                (_rate(SGLANG.metrics["generation_tokens"]), "generation {{instance}}"),
-                (_sum(SGLANG.metrics["gen_throughput"]), "generation (engine's own gauge) {{instance}}"),
-            ),
-            "suffix: tok/s",
-            w=8,
-        ),
-        row("Latency (server-side)"),
-        _quantiles(SGLANG.metrics["ttft"], "TTFT"),
-        _quantiles(SGLANG.metrics["itl"], "Inter-token latency"),
-        _quantiles(SGLANG.metrics["e2e"], "E2E latency"),
-        timeseries(
-            "Requests",
-            targets(
-                (_rate(SGLANG.metrics["requests"]), "requests {{instance}}"),
-                (_rate(SGLANG.metrics["aborted"]), "aborted {{instance}}"),
-            ),
-            "reqps",
-            w=8,
-        ),
+    out: list[Json] = [row("Scheduler")]
+    if gauges:
+        out.append(_requests_panel(spec, gauges))
+    rest = [(r, m) for r, m in roles if (r, m) not in gauges and m.kind in ("gauge", "counter")]
+    out += [_panel(spec, r, m) for r, m in rest if m.unit == "requests"]
+    cache = [
+        _panel(spec, r, m) for r, m in rest if m.unit != "requests" and not r.startswith("prefix_cache_")
     ]
+    if cache or _hit_ratio(spec):
+        out += [row("Cache, tokens and time"), *_hit_ratio(spec), *cache]
+    latency = [_panel(spec, r, m) for r, m in roles if m.kind == "histogram"]
+    if latency:
+        out += [row("Latency (server-side)"), *latency]
+    for _role, metric in ((r, m) for r, m in roles if m.kind == "info"):
+        query = f'max without (job, __name__) ({metric.name}{{instance=~"$instance"}})'
+        hidden = organize({"Time": True, "Value": True})
+        out += [
+            row("Configuration"),
+            info_table(metric.title or metric.name, query, transformations=hidden, h=6),
+        ]
+    return out
 
 
-def build_vllm() -> Json:
-    """vLLM's native metrics."""
+def _variables(spec: EngineSpec) -> list[Json]:
+    probe = next(m.name for m in spec.metrics.values() if m.kind != "histogram")
+    found = [multi_var("instance", "Instance", f"label_values({probe}, instance)")]
+    if spec.model_label:
+        query = f'label_values({probe}{{instance=~"$instance"}}, {spec.model_label})'
+        found.append(multi_var("model_name", "Model", query))
+    return found
+
+
+def build(spec: EngineSpec) -> Json:
+    """The dashboard of one engine's own /metrics."""
     return dashboard(
-        "infergauge-engine-vllm",
-        "Engine: vLLM",
-        _vllm_panels(),
-        desc="vLLM's own /metrics (names as in vLLM 0.26.0): scheduler, KV cache, server-side latency.",
-        variables=_variables(VLLM.metrics["running"]),
+        f"infergauge-engine-{spec.name}",
+        f"Engine: {spec.title}",
+        _panels(spec),
+        desc=f"{spec.title}'s own /metrics, drawn from the metric roles of its engine file: "
+        "scheduler, cache and tokens, server-side latency.",
+        variables=_variables(spec),
         time_from="now-1h",
-        tags=("engine", "vllm"),
+        tags=("engine", spec.name),
     )
 
 
-def build_sglang() -> Json:
-    """SGLang's native metrics."""
-    return dashboard(
-        "infergauge-engine-sglang",
-        "Engine: SGLang",
-        _sglang_panels(),
-        desc="SGLang's own /metrics (names as in SGLang 0.5.14, --enable-metrics): scheduler, KV "
-        "cache, server-side latency.",
-        variables=_variables(SGLANG.metrics["running"]),
-        time_from="now-1h",
-        tags=("engine", "sglang"),
-    )
+def engine_specs() -> list[EngineSpec]:
+    """The engines that get a dashboard: every registered engine that is not a simulator and has metrics."""
+    return [spec for spec in engines.ENGINES.values() if not spec.plays and spec.metrics]
+
+
+def builders() -> dict[str, Callable[[], Json]]:
+    """`engine-<name>.json` -> its builder, for every engine in the registry now."""
+    return {f"engine-{spec.name}.json": partial(build, spec) for spec in engine_specs()}

@@ -41,6 +41,15 @@ def per_run(series: str) -> str:
     return f"max by (run_id) (last_over_time({series}{{{SEL}}}[$__range]))"
 
 
+def cache_hit_ratio() -> str:
+    """Each run's share of prompt tokens the engine reported as prefix-cache hits (final values)."""
+    cached, prompt = (
+        f"sum by (run_id) (last_over_time({name}{{{SEL}}}[$__range]))"
+        for name in ("loadgen_cached_prompt_tokens_total", "loadgen_prompt_tokens_total")
+    )
+    return f"{cached} / {prompt}"
+
+
 def within_slos() -> str:
     """1 for a run whose p99 TTFT, TPOT and E2E are all within the dashboard's SLO boxes, else 0."""
     checks = [f"({per_run(series)} <= bool ${var})" for series, var in SLO_P99]
@@ -141,6 +150,22 @@ def _bars() -> list[Json]:
     return panels
 
 
+def _cache_bars() -> Json:
+    title = "Prefix-cache hit ratio"
+    return barchart(
+        f"{title} by run",
+        [target(cache_hit_ratio(), title, instant=True, fmt="table")],
+        "percentunit",
+        x_field="run_id",
+        transformations=[
+            {"id": "organize", "options": {"excludeByName": {"Time": True}, "renameByName": {"Value": title}}}
+        ],
+        desc="Cached prompt tokens the engine reported (usage.prompt_tokens_details) over all prompt tokens "
+        "of each run: a cold and a warm run of the same prompts differ here first. Runs whose engine sent "
+        "no details have no bar.",
+    )
+
+
 def _scatter() -> Json:
     tgts = [
         target(per_run("run_id:loadgen_requests_ok:run_rate"), ref="A", instant=True, fmt="table"),
@@ -179,6 +204,7 @@ def build() -> Json:
         ),
         _table(),
         *_bars(),
+        _cache_bars(),
         _scatter(),
         one_query_series(
             "p99 TTFT over time, per run (last minute)",

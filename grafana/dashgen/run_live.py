@@ -125,6 +125,21 @@ def _load_panels() -> list[Json]:
             stack=True,
         ),
         timeseries(
+            "Prefix-cache hit ratio (engine-reported, run so far)",
+            targets(
+                (
+                    f"sum(loadgen_cached_prompt_tokens_total{{{RUN}}})"
+                    f" / sum(loadgen_prompt_tokens_total{{{RUN}}})",
+                    "cached share of prompt tokens",
+                ),
+            ),
+            "percentunit",
+            desc="Prompt tokens the engine reported served from its prefix cache "
+            "(usage.prompt_tokens_details.cached_tokens) over all prompt tokens of the run's ok requests. "
+            "No data: the engine sends no details (the launch flag that turns them on, per engine: "
+            "docs/prefix-cache.md).",
+        ),
+        timeseries(
             "Tokens per second",
             targets(
                 (f"sum(run_id:loadgen_prompt_tokens:rate1m{{{RUN}}})", "prompt tok/s"),
@@ -156,36 +171,23 @@ def _client_panels() -> list[Json]:
 
 
 def _engine_panels() -> list[Json]:
+    """The engine-neutral recording rules (prometheus/rules/engines.yml, written from the engine
+    files): the same panels for every registered engine, labelled by the engine each series is."""
+    legend = "{{engine}} {{instance}}"
     return [
-        row("Engine (its own /metrics: vLLM or SGLang names)"),
+        row("Engine (its own /metrics, through the engine-neutral rules engine:*)"),
         timeseries(
             "Running and waiting requests",
             targets(
-                (
-                    f"sum by (job, instance) (vllm:num_requests_running{{{ENGINE}}})",
-                    "running {{job}} {{instance}}",
-                ),
-                (
-                    f"sum by (job, instance) (vllm:num_requests_waiting{{{ENGINE}}})",
-                    "waiting {{job}} {{instance}}",
-                ),
-                (
-                    f"sum by (job, instance) (sglang:num_running_reqs{{{ENGINE}}})",
-                    "running {{job}} {{instance}}",
-                ),
-                (
-                    f"sum by (job, instance) (sglang:num_queue_reqs{{{ENGINE}}})",
-                    "waiting {{job}} {{instance}}",
-                ),
+                (f"sum by (engine, instance) (engine:running_requests{{{ENGINE}}})", f"running {legend}"),
+                (f"sum by (engine, instance) (engine:waiting_requests{{{ENGINE}}})", f"waiting {legend}"),
             ),
             "short",
         ),
-        timeseries(
+        series(
             "KV-cache usage",
-            targets(
-                (f"max by (job, instance) (vllm:kv_cache_usage_perc{{{ENGINE}}})", "{{job}} {{instance}}"),
-                (f"max by (job, instance) (sglang:token_usage{{{ENGINE}}})", "{{job}} {{instance}}"),
-            ),
+            f"max by (engine, instance) (engine:kv_cache_usage:ratio{{{ENGINE}}})",
+            legend,
             "percentunit",
             desc="Near 100% the engine queues or preempts: the concurrency ceiling.",
         ),
@@ -193,16 +195,13 @@ def _engine_panels() -> list[Json]:
             "Preemptions / retractions",
             targets(
                 (
-                    f"sum by (job, instance) "
-                    f"(rate(vllm:num_preemptions_total{{{ENGINE}}}[$__rate_interval]))",
-                    "vLLM preemptions/s {{instance}}",
+                    f"sum by (engine, instance) (engine:preemptions:rate1m{{{ENGINE}}})",
+                    f"preemptions/s {legend}",
                 ),
-                (
-                    f"sum by (job, instance) (sglang:num_retracted_reqs{{{ENGINE}}})",
-                    "SGLang retracted {{instance}}",
-                ),
+                (f"sum by (engine, instance) (engine:preemptions{{{ENGINE}}})", f"retracted now {legend}"),
             ),
             "short",
+            desc="A counter's rate or a gauge of requests retracted now, as the engine file says.",
         ),
     ]
 
@@ -255,7 +254,7 @@ def build() -> Json:
         multi_var(
             "engine_instance",
             "Engine",
-            'label_values({__name__=~"vllm:num_requests_running|sglang:num_running_reqs"}, instance)',
+            "label_values(engine:running_requests, instance)",
         ),
         multi_var(
             "Hostname",

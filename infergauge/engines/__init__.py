@@ -12,10 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from infergauge.engines import sglang, simengine, vllm
+from infergauge.engines import llamacpp, sglang, simengine, vllm
 from infergauge.engines.base import MISSING, EngineSpec, Marker, dig
 
-ENGINES: dict[str, EngineSpec] = {spec.name: spec for spec in (vllm.SPEC, sglang.SPEC, simengine.SPEC)}
+ENGINES: dict[str, EngineSpec] = {
+    spec.name: spec for spec in (vllm.SPEC, sglang.SPEC, llamacpp.SPEC, simengine.SPEC)
+}
 
 
 class UnknownEngine(ValueError):
@@ -90,6 +92,19 @@ def detect_http(bodies: Mapping[str, Any]) -> EngineSpec | None:
     scores = [(sum(marker_found(m, bodies) for m in spec.markers), spec) for spec in ENGINES.values()]
     best = max(scores, key=lambda pair: pair[0], default=(0, None))
     return best[1] if best[0] > 0 else None
+
+
+def names_text(conjunction: str = "or") -> str:
+    """The registered engines as people write them, for messages: "vLLM, SGLang, llama.cpp or the
+    simulated engine" (registry order, simulators last)."""
+    real = [spec.title for spec in ENGINES.values() if not spec.plays]
+    real += ["the simulated engine"] if any(spec.plays for spec in ENGINES.values()) else []
+    return f"{', '.join(real[:-1])} {conjunction} {real[-1]}" if len(real) > 1 else "".join(real)
+
+
+def default_ports_text() -> str:
+    """`vllm :8000, sglang :30000, ...` for every engine with a target preset."""
+    return ", ".join(f"{spec.name} :{spec.default_port}" for spec in ENGINES.values() if not spec.plays)
 
 
 def metadata_paths() -> tuple[str, ...]:

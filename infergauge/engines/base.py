@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from infergauge.engines.metrics import ROLES, Metric
+
 Value = int | float | bool | str | None
 AUTO = "auto"  # decided by the engine at start-up (from the GPU or the model)
 MISSING = object()  # what `dig` returns for a field that is not there
@@ -44,22 +46,7 @@ NEUTRAL_KINDS: dict[str, type] = {
     "dtype": str,
     "seed": int,
 }
-METRIC_ROLES: tuple[str, ...] = (
-    "running",
-    "waiting",
-    "kv_usage",
-    "preemptions",
-    "prompt_tokens",
-    "generation_tokens",
-    "ttft",
-    "itl",
-    "tpot",
-    "e2e",
-    "queue_time",
-    "prefix_cache_hits",
-    "prefix_cache_queries",
-    "cached_tokens",
-)
+METRIC_ROLES: tuple[str, ...] = tuple(ROLES)  # the neutral roles (infergauge/engines/metrics.py)
 
 
 @dataclass(frozen=True)
@@ -171,17 +158,30 @@ class EngineSpec:
     model_info_paths: tuple[str, ...] = ()
     server_info: ServerInfo = ServerInfo()
     version_path: str | None = None
+    # a completions request field that makes the stream carry each chunk's token ids (None: none)
+    answer_ids_field: str | None = None
     info_metric: InfoMetric | None = None
     readiness_path: str = "/health"  # 200 = ready to serve; any HTTP answer = answering
     readiness_timeout_s: float = 1.0  # how long its readiness answer may take when healthy
     startup_timeout_s: float = 120.0  # how long a launch may take to answer its readiness path
     flush_path: str | None = None  # POST endpoint that empties the prefix cache
     flush_needs: str | None = None  # what the flush needs to be served (e.g. an env var)
-    metrics: Mapping[str, str] = field(default_factory=dict)  # role -> this engine's metric name
+    metrics: Mapping[str, Metric] = field(default_factory=dict)  # role -> its metric (name, kind, unit)
+    model_label: str | None = "model_name"  # the label naming the served model on its metrics
     # (hit role, queried role): counters of prompt tokens found in / looked up in the prefix cache
     cache_counters: tuple[str, str] | None = None
     plays: tuple[str, ...] = ()  # a simulator: the engines it can answer as (no target preset of its own)
+    # neutral name -> why its flag is not an exact equivalent of another engine's (`loadgen align`)
+    param_notes: Mapping[str, str] = field(default_factory=dict)
+    display_name: str = ""  # how people write its name ("vLLM", "llama.cpp"); the name when empty
+    ignore_eos: bool = True  # its completions honour `ignore_eos` (exact output lengths)
+
+    @property
+    def title(self) -> str:
+        """The engine's name as people write it."""
+        return self.display_name or self.name
 
     def metric(self, role: str) -> str | None:
-        """This engine's metric for a role (METRIC_ROLES), None when it has none."""
-        return self.metrics.get(role)
+        """The name of this engine's metric for a role (METRIC_ROLES), None when it has none."""
+        found = self.metrics.get(role)
+        return found.name if found is not None else None

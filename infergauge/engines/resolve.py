@@ -26,6 +26,9 @@ CMDLINE = "/proc cmdline"
 MODEL_CONFIG = "model config.json"
 MODELS = "engine HTTP /v1/models"
 DEFAULT = "default"
+# Neither the launch line nor a full server info was read (vLLM without exporter or dev mode): a
+# parameter nothing stated is unknown, not the engine's default (the user may have set it).
+UNKNOWN = "unknown (launch flags not read: no exporter, no server info)"
 
 
 @dataclass(frozen=True)
@@ -118,10 +121,16 @@ def _concrete(value: Value) -> bool:
 
 
 def merge(
-    spec: EngineSpec, evidence: Sequence[Evidence], *, gpu_memory_bytes: int | None = None, gpu_name: str = ""
+    spec: EngineSpec,
+    evidence: Sequence[Evidence],
+    *,
+    gpu_memory_bytes: int | None = None,
+    gpu_name: str = "",
+    defaults_apply: bool = True,
 ) -> Resolved:
     """First concrete value per neutral param in `evidence` order (None = not stated), else the
-    engine's default when that is concrete, else the first stated "auto", else the default."""
+    engine's default when that is concrete, else the first stated "auto", else the default; with
+    `defaults_apply` False (the launch flags were not read) an unstated param is None, UNKNOWN."""
     params: dict[str, Value] = {}
     sources: dict[str, str] = {}
     for key in NEUTRAL_PARAMS:
@@ -130,6 +139,8 @@ def merge(
         concrete = [pair for pair in stating if _concrete(pair[1])]
         if concrete:
             chosen = concrete[0]
+        elif not defaults_apply:
+            chosen = (UNKNOWN, None)
         elif stating and not _concrete(default):
             chosen = stating[0]  # the launch line said "auto" and the engine reported nothing better
         else:
@@ -160,7 +171,7 @@ def resolve(
     answers in its personality's spelling); `origin` prefixes the labels of what the exporter read
     on the host (e.g. "exporter "); `cmdline_label` names a command line read elsewhere.
     """
-    evidence = [Evidence(cmdline_label or origin + CMDLINE, stated(spec, cmdline or {}))]
+    evidence = [Evidence(cmdline_label or origin + CMDLINE, stated(spec, cmdline or {}))]  # None: not read
     if server_info is not None:
         speaker = server_spec or spec
         said = stated(speaker, server_args(speaker, server_info))
@@ -172,4 +183,7 @@ def resolve(
     if max_model_len is not None:
         evidence.append(Evidence(MODELS, {"max_model_len": max_model_len}))
     evidence.append(Evidence(origin + MODEL_CONFIG, from_model_config(spec, model_config)))
-    return merge(spec, evidence, gpu_memory_bytes=gpu_memory_bytes, gpu_name=gpu_name)
+    flags_read = cmdline is not None or server_info is not None
+    return merge(
+        spec, evidence, gpu_memory_bytes=gpu_memory_bytes, gpu_name=gpu_name, defaults_apply=flags_read
+    )

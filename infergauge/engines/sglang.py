@@ -8,6 +8,7 @@ Metric names are the ones in the golden capture (tests/fixtures/golden/sglang-0.
 from __future__ import annotations
 
 from infergauge.engines.base import AUTO, EngineSpec, Marker, ServerInfo, Switch, Value, flag
+from infergauge.engines.metrics import counter, gauge, histogram
 from infergauge.engines.vllm import DEFAULTS as VLLM_DEFAULTS
 
 FLAGS = {
@@ -31,27 +32,45 @@ BOOL_FLAGS = frozenset(
     | {"--disable-overlap-schedule", "--enable-torch-compile", "--enable-dp-attention"}
     | {"--skip-server-warmup", "--disable-radix-cache"}
 )
+# what align says when one of these is translated to another engine's flag
+PARAM_NOTES = {
+    "gpu_memory_utilization": "SGLang's --mem-fraction-static covers only the static pool (weights + KV "
+    "cache), so the same value gives a different KV capacity",
+    "block_size": "SGLang's --page-size (default 1) sets the same granularity but trades fragmentation "
+    "differently",
+    "max_num_batched_tokens": "SGLang's --chunked-prefill-size only caps the prefill chunk",
+    "chunked_prefill": "SGLang has no on/off switch for chunked prefill: on is its default, off is "
+    "--chunked-prefill-size -1",
+    "prefix_caching": "SGLang's RadixAttention shares prefixes in a radix tree (on by default)",
+    "seed": "SGLang's --random-seed is random per launch unless set",
+}
 METRICS = {
-    "running": "sglang:num_running_reqs",
-    "waiting": "sglang:num_queue_reqs",
-    "kv_usage": "sglang:token_usage",
-    "preemptions": "sglang:num_retracted_reqs",
-    "prompt_tokens": "sglang:prompt_tokens_total",
-    "generation_tokens": "sglang:generation_tokens_total",
-    "ttft": "sglang:time_to_first_token_seconds",
-    "itl": "sglang:inter_token_latency_seconds",
-    "e2e": "sglang:e2e_request_latency_seconds",
-    "queue_time": "sglang:queue_time_seconds",
-    "cached_tokens": "sglang:cached_tokens_total",
-    "cache_hit_rate": "sglang:cache_hit_rate",
-    "kv_used_tokens": "sglang:kv_used_tokens",
-    "kv_capacity_tokens": "sglang:max_total_num_tokens",
-    "requests": "sglang:num_requests_total",
-    "aborted": "sglang:num_aborted_requests_total",
-    "gen_throughput": "sglang:gen_throughput",
+    "running": gauge("sglang:num_running_reqs", "requests"),
+    "waiting": gauge("sglang:num_queue_reqs", "requests", "Queued requests"),
+    "kv_usage": gauge("sglang:token_usage", "ratio", "KV-cache (token pool) usage"),
+    "preemptions": gauge(
+        "sglang:num_retracted_reqs",
+        "requests",
+        "Retracted requests",
+        "Requests retracted for lack of KV space (SGLang's preemption).",
+    ),
+    "prompt_tokens": counter("sglang:prompt_tokens_total", "tokens"),
+    "generation_tokens": counter("sglang:generation_tokens_total", "tokens"),
+    "ttft": histogram("sglang:time_to_first_token_seconds"),
+    "itl": histogram("sglang:inter_token_latency_seconds"),
+    "e2e": histogram("sglang:e2e_request_latency_seconds"),
+    "queue_time": histogram("sglang:queue_time_seconds"),
+    "cached_tokens": counter("sglang:cached_tokens_total", "tokens"),
+    "cache_hit_rate": gauge("sglang:cache_hit_rate", "ratio", "Prefix (radix) cache hit rate"),
+    "kv_used_tokens": gauge("sglang:kv_used_tokens", "tokens", "KV tokens used"),
+    "kv_capacity_tokens": gauge("sglang:max_total_num_tokens", "tokens", "KV token capacity"),
+    "requests": counter("sglang:num_requests_total", "requests", "Requests"),
+    "aborted": counter("sglang:num_aborted_requests_total", "requests", "Aborted requests"),
+    "gen_throughput": gauge("sglang:gen_throughput", "tokens/s", "Generation throughput (its gauge)"),
 }
 
 SPEC = EngineSpec(
+    display_name="SGLang",
     name="sglang",
     package="sglang",
     default_port=30000,
@@ -63,6 +82,7 @@ SPEC = EngineSpec(
     child_titles=("sglang::scheduler", "sglang::detokenizer", "sglang::data_parallel_controller"),
     env_prefixes=("SGLANG_",),
     flags=FLAGS,
+    param_notes=PARAM_NOTES,
     switches={"chunked_prefill": Switch("chunked_prefill_size", -1)},
     defaults=DEFAULTS,
     bool_flags=BOOL_FLAGS,

@@ -8,6 +8,7 @@ Metric names are the ones in the golden capture (tests/fixtures/golden/vllm-0.26
 from __future__ import annotations
 
 from infergauge.engines.base import AUTO, EngineSpec, GpuDefault, InfoMetric, Marker, ServerInfo, Value, flag
+from infergauge.engines.metrics import counter, gauge, histogram, info
 
 FLAGS = {
     "tensor_parallel_size": flag("tensor_parallel_size", int, "-tp"),
@@ -52,27 +53,42 @@ CONFIG_FIELDS = {
     "quantization": "quantization",
     "seed": "seed",
 }
+# what align says when one of these is translated to another engine's flag
+PARAM_NOTES = {
+    "gpu_memory_utilization": "vLLM's --gpu-memory-utilization bounds the whole instance (weights, "
+    "activations, KV cache) as a fraction of total GPU memory",
+    "block_size": "vLLM's --block-size is its KV block (default 16)",
+    "max_num_batched_tokens": "vLLM's --max-num-batched-tokens is a per-step budget for prefill + decode",
+    "prefix_caching": "vLLM's automatic prefix caching shares hashed blocks (on by default)",
+}
 METRICS = {
-    "running": "vllm:num_requests_running",
-    "waiting": "vllm:num_requests_waiting",
-    "kv_usage": "vllm:kv_cache_usage_perc",
-    "preemptions": "vllm:num_preemptions_total",
-    "prompt_tokens": "vllm:prompt_tokens_total",
-    "generation_tokens": "vllm:generation_tokens_total",
-    "ttft": "vllm:time_to_first_token_seconds",
-    "itl": "vllm:inter_token_latency_seconds",
-    "tpot": "vllm:request_time_per_output_token_seconds",
-    "e2e": "vllm:e2e_request_latency_seconds",
-    "queue_time": "vllm:request_queue_time_seconds",
-    "prefix_cache_hits": "vllm:prefix_cache_hits_total",
-    "prefix_cache_queries": "vllm:prefix_cache_queries_total",
-    "cached_tokens": "vllm:prompt_tokens_cached_total",
-    "finished": "vllm:request_success_total",
-    "prefill_time": "vllm:request_prefill_time_seconds",
-    "cache_config": "vllm:cache_config_info",
+    "running": gauge("vllm:num_requests_running", "requests"),
+    "waiting": gauge("vllm:num_requests_waiting", "requests"),
+    "kv_usage": gauge("vllm:kv_cache_usage_perc", "ratio"),
+    "preemptions": counter(
+        "vllm:num_preemptions_total",
+        "requests",
+        help="Requests evicted for lack of KV blocks (recomputed later).",
+    ),
+    "prompt_tokens": counter("vllm:prompt_tokens_total", "tokens"),
+    "generation_tokens": counter("vllm:generation_tokens_total", "tokens"),
+    "ttft": histogram("vllm:time_to_first_token_seconds"),
+    "itl": histogram("vllm:inter_token_latency_seconds"),
+    "tpot": histogram("vllm:request_time_per_output_token_seconds"),
+    "e2e": histogram("vllm:e2e_request_latency_seconds"),
+    "queue_time": histogram("vllm:request_queue_time_seconds", help="Waiting before the first schedule."),
+    "prefix_cache_hits": counter("vllm:prefix_cache_hits_total", "tokens"),
+    "prefix_cache_queries": counter("vllm:prefix_cache_queries_total", "tokens"),
+    "cached_tokens": counter("vllm:prompt_tokens_cached_total", "tokens"),
+    "finished": counter(
+        "vllm:request_success_total", "requests", "Finished requests by reason", split_by="finished_reason"
+    ),
+    "prefill_time": histogram("vllm:request_prefill_time_seconds", title="Prefill time"),
+    "cache_config": info("vllm:cache_config_info", "Cache config (vllm:cache_config_info)"),
 }
 
 SPEC = EngineSpec(
+    display_name="vLLM",
     name="vllm",
     package="vllm",
     default_port=8000,
@@ -87,6 +103,7 @@ SPEC = EngineSpec(
     child_titles=("VLLM::EngineCore", "VLLM::Worker"),
     env_prefixes=("VLLM_",),
     flags=FLAGS,
+    param_notes=PARAM_NOTES,
     defaults=DEFAULTS,
     gpu_defaults={"max_num_seqs": GpuDefault(1024, 256), "max_num_batched_tokens": GpuDefault(8192, 2048)},
     bool_flags=BOOL_FLAGS,
@@ -107,7 +124,7 @@ SPEC = EngineSpec(
     version_path="/version",
     # what the engine decided, on every vLLM (dev mode or not); "auto" values are skipped by resolve()
     info_metric=InfoMetric(
-        METRICS["cache_config"],
+        METRICS["cache_config"].name,
         {
             "block_size": "block_size",
             "gpu_memory_utilization": "gpu_memory_utilization",
@@ -116,6 +133,7 @@ SPEC = EngineSpec(
         },
     ),
     flush_path="/reset_prefix_cache",
+    answer_ids_field="return_token_ids",  # streamed as each chunk's `token_ids` (sessions use them)
     flush_needs="VLLM_SERVER_DEV_MODE=1",
     metrics=METRICS,
     startup_timeout_s=600.0,  # model load + torch.compile + CUDA graph capture take minutes

@@ -30,30 +30,16 @@ PASS_THROUGH = (
 SECRET = ("api_key",)
 # 'auto' defaults each engine derives by its own rule (GPU memory, model), so they rarely agree.
 DECIDED_DIFFERENTLY = ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization")
-# Why a mapped parameter is still not an exact equivalent.
-APPROXIMATE: dict[str, str] = {
-    "gpu_memory_utilization": (
-        "vLLM's --gpu-memory-utilization bounds the whole instance (weights, activations, KV cache) "
-        "as a fraction of total GPU memory; SGLang's --mem-fraction-static covers only the static "
-        "pool (weights + KV cache), so the same value gives different KV capacity"
-    ),
-    "block_size": (
-        "vLLM's --block-size (KV block, default 16) and SGLang's --page-size (default 1) "
-        "set the same granularity but trade fragmentation differently"
-    ),
-    "max_num_batched_tokens": (
-        "vLLM's --max-num-batched-tokens is a per-step budget for prefill + decode tokens; SGLang's "
-        "--chunked-prefill-size only caps the prefill chunk"
-    ),
-    "chunked_prefill": (
-        "SGLang has no on/off switch for chunked prefill: on is its default, off is --chunked-prefill-size -1"
-    ),
-    "prefix_caching": (
-        "vLLM's automatic prefix caching (hashed blocks) and SGLang's RadixAttention "
-        "share prefixes differently; both are on by default"
-    ),
-    "seed": "SGLang's --random-seed is random per launch unless set",
-}
+
+
+def _approximate(source: EngineSpec, target: EngineSpec, given: Mapping[str, object]) -> list[str]:
+    """Why a mapped parameter is still not an exact equivalent: each engine's note on its flag."""
+    out = []
+    for key in given:
+        notes = [n for n in (source.param_notes.get(key), target.param_notes.get(key)) if n]
+        if notes:
+            out.append(f"{key}: approximate — {'; '.join(dict.fromkeys(notes))}")
+    return out
 
 
 @dataclass(frozen=True)
@@ -126,10 +112,10 @@ def translate(argv: Sequence[str], target: str | None = None) -> Translation:
     """Translate a launch line of a registered engine to another engine's spelling."""
     source, args = parse_cmdline(list(argv))
     if source is None:
-        raise AlignError(
-            f"not a vLLM or SGLang launch line: {shlex.join(argv)!r} "
-            "(expected `vllm serve MODEL ...` or `python -m sglang.launch_server ...`)"
+        expected = " or ".join(
+            f"`{shlex.join(s.launcher)} ...`" for s in engines.ENGINES.values() if s.launcher
         )
+        raise AlignError(f"not a launch line of a known engine: {shlex.join(argv)!r} (expected {expected})")
     spec = _target(source, target)
     sources = neutral_sources(source, args)
     neutral = to_neutral(source, args)
@@ -141,7 +127,7 @@ def translate(argv: Sequence[str], target: str | None = None) -> Translation:
         out += [spec.model_flag, str(model)] if spec.model_flag else [str(model)]
     out += to_cmdline(spec, given)
     out += _pass_through(args, warnings)
-    warnings += [f"{key}: approximate — {APPROXIMATE[key]}" for key in given if key in APPROXIMATE]
+    warnings += _approximate(source, spec, given)
     warnings += _unmapped(source, args, spec.name)
     warnings += _default_gaps(source, spec, sources)
     return Translation(source.name, spec.name, out, warnings)
@@ -162,13 +148,16 @@ def _undecided(value: Any) -> bool:
 
 def compare_params(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[ParamDifference]:
     """Neutral parameters whose values differ (neutral vocabulary order, then any others); a value
-    one side left to the engine ('auto', not resolved) is no difference (see `undecided`)."""
+    one side left to the engine ('auto', not resolved) or could not read (None: unknown) is no
+    difference (see `undecided`; the caller names the unknown ones)."""
     keys = [k for k in NEUTRAL_PARAMS if k in a or k in b]
     keys += sorted((set(a) | set(b)) - set(NEUTRAL_PARAMS))
     return [
         ParamDifference(k, a.get(k), b.get(k))
         for k in keys
-        if a.get(k) != b.get(k) and not (_undecided(a.get(k)) or _undecided(b.get(k)))
+        if a.get(k) != b.get(k)
+        and not (_undecided(a.get(k)) or _undecided(b.get(k)))
+        and None not in (a.get(k), b.get(k))
     ]
 
 

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from loadgen.analysis.diff_cache import cache_rows
 from loadgen.analysis.diff_facts import resolve_params, run_facts
 from loadgen.analysis.diff_priors import GROUP_ORDER
 from loadgen.analysis.diff_rank import Difference, fact_rows, keyed_rows, param_rows
@@ -70,8 +71,10 @@ def manifest_differences(
     summary_b: Mapping[str, Any] | None = None,
 ) -> list[Difference]:
     """Every difference of two runs, most likely cause first (summaries add measured tokens)."""
-    fa, fb = run_facts(manifest_a, summary_a or {}), run_facts(manifest_b, summary_b or {})
-    rows = fact_rows(fa, fb) + param_rows(fa, fb) + keyed_rows(manifest_a, manifest_b, fa, fb)
+    sa, sb = summary_a or {}, summary_b or {}
+    fa, fb = run_facts(manifest_a, sa), run_facts(manifest_b, sb)
+    rows = cache_rows(manifest_a, manifest_b, sa, sb) + fact_rows(fa, fb) + param_rows(fa, fb)
+    rows += keyed_rows(manifest_a, manifest_b, fa, fb)
     return sorted(rows, key=lambda d: (GROUP_ORDER[d.group], -d.score, d.key))
 
 

@@ -10,7 +10,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from infergauge.engines import ENGINES
-from infergauge.engines.base import NEUTRAL_PARAMS
+from infergauge.engines.base import AUTO, NEUTRAL_PARAMS
+from infergauge.engines.resolve import DEFAULT
 
 # Raw argument names that spell the served model or the engine's version (context, never a cause).
 IDENTITY_SPELLINGS = frozenset(
@@ -66,6 +67,16 @@ def exporter_engine(manifest: Mapping[str, Any]) -> tuple[int, dict[str, Any]] |
     return (0, engines[0]) if len(engines) == 1 else None
 
 
+def _auto(value: Any) -> bool:
+    return isinstance(value, str) and value.lower() == AUTO
+
+
+def _unknown(value: Any, source: Any, flags_read: bool) -> bool:
+    """A recorded value that is no fact: 'auto' (the engine decides at start-up), or the engine's
+    default filled in by a run that read neither launch flags nor server info (old records did)."""
+    return _auto(value) or (source == DEFAULT and not flags_read) or str(source).startswith("unknown")
+
+
 def resolve_params(manifest: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
     """Neutral params and where each came from: `engine.params` (with its recorded
     `engine.param_sources` entry, where there is one), else the exporter's engine of the run."""
@@ -75,11 +86,14 @@ def resolve_params(manifest: Mapping[str, Any]) -> tuple[dict[str, Any], dict[st
     theirs = _dict(found[1].get("params")) if found else {}
     params: dict[str, Any] = {}
     sources: dict[str, str] = {}
+    flags_read = found is not None or bool(engine.get("server_args"))
     for name in NEUTRAL_PARAMS:
+        if _unknown(own.get(name), provenance.get(name), flags_read):
+            own = {**own, name: None}  # a guess is no fact: the exporter's reading may still tell
         if own.get(name) is not None:
             via = f" ({provenance[name]})" if isinstance(provenance.get(name), str) else ""
             params[name], sources[name] = own[name], f"engine.params.{name}{via}"
-        elif found and theirs.get(name) is not None:
+        elif found and theirs.get(name) is not None and not _auto(theirs[name]):
             params[name], sources[name] = theirs[name], f"exporter.engines.{found[0]}.params.{name}"
         else:
             params[name] = None

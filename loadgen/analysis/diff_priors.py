@@ -7,9 +7,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-# Kind of fact -> its place in the ranking (lower first). Workload definition, cache state and the
-# neutral launch parameters share one place and are ordered among themselves by WEIGHTS.
+# Kind of fact -> its place in the ranking (lower first); a strong cache-state gap (diff_cache) first.
+# Workload definition, cache state and the neutral launch parameters share one place and are ordered
+# among themselves by WEIGHTS.
 GROUP_ORDER: dict[str, int] = {
+    "cache_state": -1,  # a strong gap in prefix-cache hit ratio (diff_cache): a cold vs a warm run
     "engine": 0,
     "version": 1,
     "model": 2,

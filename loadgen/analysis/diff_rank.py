@@ -29,9 +29,13 @@ IGNORED_SUFFIXES = frozenset(
         "duration_s",
         "partial_reason",
         "param_sources",
-        # cache.hit_tokens / queried_tokens are counts the run measured; cache.hit_ratio is the cause
+        # cache.hit_tokens / queried_tokens and the reported / implied token counts are what the run
+        # measured; its hit ratios are compared once, by loadgen.analysis.diff_cache
         "hit_tokens",
         "queried_tokens",
+        "cached_tokens",
+        "prompt_tokens",
+        "requests_with_details",
     }
 )
 IGNORED_PREFIXES = ("experiment.",)
@@ -78,6 +82,18 @@ GPU_FACTS = frozenset(
         "max_memory_mhz",
     }
 )
+# the prefix-cache hit ratios (loadgen.analysis.diff_cache.COMPARED: diff_cache imports this module)
+CACHE_COMPARED = frozenset(
+    {
+        "cache.reported.hit_ratio",
+        "cache.hit_ratio",
+        "cache.implied.hit_ratio",
+        "cache.reported.cached_share_of_input",
+    }
+)
+# what the run measured and implied about its prefix cache: its ratios are the cache row's details,
+# the rest (token counts, block size, the bound's wording) explains nothing on its own
+CACHE_SECTIONS = ("cache.reported.", "cache.implied.")
 UNRECORDED = "engine.params.unrecorded"  # the context row of params only one run recorded
 TOKENS_TOLERANCE = 0.01  # measured tokens per request within 1% are the same load
 
@@ -187,6 +203,8 @@ def _kind(key: str, known: _Known) -> str | None:
     fact row already compares (a raw spelling of a known neutral parameter, the model, the version)."""
     leaf = _leaf(key)
     if leaf in IGNORED_SUFFIXES or key.startswith(IGNORED_PREFIXES) or FACT_KEYS.match(key):
+        return None
+    if key in CACHE_COMPARED or key.startswith(CACHE_SECTIONS):
         return None
     if IGNORED_SECTIONS.intersection(key.split(".")):
         return None

@@ -43,7 +43,9 @@ class SlaThroughput:
     load: float | None
     request_throughput: float | None
     output_token_throughput: float | None
-    how: str  # "interpolated" | "measured" | "held at every point" | "not met at the lowest load"
+    # "interpolated" | "measured" | "held at every point" | "not met at any load", and a lower load
+    # that missed: "...; not met at lower load X"
+    how: str
     between: tuple[str, ...] = ()
 
 
@@ -81,35 +83,46 @@ def _lerp(a: float, b: float, fraction: float) -> float:
     return a + (b - a) * fraction
 
 
+def _meets(point: Point, objective: Objective) -> bool:
+    value = point.stat(objective.summary_key, objective.stat)
+    return value is not None and value <= objective.limit_s
+
+
 def throughput_at_sla(points: list[Point], objective: Objective) -> SlaThroughput:
-    """Highest throughput whose latency statistic stays within the objective (see module doc)."""
+    """Highest throughput whose latency statistic stays within the objective (see module doc): the
+    highest load that meets it, interpolated towards the next load up when that one fails; a lower
+    load that missed (a noisy first point) is named in `how`, it does not void the higher ones."""
     ordered = sorted(points, key=lambda p: p.load)
-    key, stat = objective.summary_key, objective.stat
-    last_ok: Point | None = None
-    for point in ordered:
-        value = point.stat(key, stat)
-        if value is not None and value <= objective.limit_s:
-            last_ok = point
-            continue
-        if last_ok is None:
-            return SlaThroughput(objective.spec(), None, None, None, "not met at the lowest load")
-        ok_value = last_ok.stat(key, stat)
-        if value is None or ok_value is None or value <= ok_value:
-            return _measured(objective, last_ok, "measured")
-        fraction = (objective.limit_s - ok_value) / (value - ok_value)
-        return SlaThroughput(
-            objective=objective.spec(),
-            load=_lerp(last_ok.load, point.load, fraction),
-            request_throughput=_lerp(last_ok.request_throughput, point.request_throughput, fraction),
-            output_token_throughput=_lerp(
-                last_ok.output_token_throughput, point.output_token_throughput, fraction
-            ),
-            how="interpolated",
-            between=(last_ok.run_id, point.run_id),
-        )
-    if last_ok is None:
+    if not ordered:
         return SlaThroughput(objective.spec(), None, None, None, "no points")
-    return _measured(objective, last_ok, "held at every point")
+    meeting = [p for p in ordered if _meets(p, objective)]
+    if not meeting:
+        return SlaThroughput(objective.spec(), None, None, None, "not met at any load")
+    last_ok = meeting[-1]
+    missed = [p.load for p in ordered if p.load < last_ok.load and not _meets(p, objective)]
+    note = f"; not met at lower load {', '.join(f'{x:g}' for x in missed)}" if missed else ""
+    point = next((p for p in ordered if p.load > last_ok.load), None)
+    if point is None:
+        return _measured(
+            objective, last_ok, "held at every point" if not missed else "held at the highest load" + note
+        )
+    value, ok_value = (
+        point.stat(objective.summary_key, objective.stat),
+        last_ok.stat(objective.summary_key, objective.stat),
+    )
+    if value is None or ok_value is None or value <= ok_value:
+        return _measured(objective, last_ok, "measured" + note)
+    fraction = (objective.limit_s - ok_value) / (value - ok_value)
+    return SlaThroughput(
+        objective=objective.spec(),
+        load=_lerp(last_ok.load, point.load, fraction),
+        request_throughput=_lerp(last_ok.request_throughput, point.request_throughput, fraction),
+        output_token_throughput=_lerp(
+            last_ok.output_token_throughput, point.output_token_throughput, fraction
+        ),
+        how="interpolated" + note,
+        between=(last_ok.run_id, point.run_id),
+    )
 
 
 def _measured(objective: Objective, point: Point, how: str) -> SlaThroughput:

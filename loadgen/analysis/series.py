@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,6 +9,7 @@ from typing import Any
 
 from loadgen.analysis.points import Point, mean_point, point_from_summary
 from loadgen.results.rundir import RunRecord
+from loadgen.results.summary import iter_lines
 
 NS = 1e9
 LABEL_PARAMS = ("tensor_parallel_size", "max_num_seqs")
@@ -78,24 +78,27 @@ def series_label(record: RunRecord) -> str:
 
 
 def group_series(records: list[RunRecord]) -> list[Series]:
-    """Group runs by (label, load kind), keeping first-seen order."""
+    """Group runs by (label, load kind), keeping first-seen order; a configuration measured both by
+    rate and by concurrency gets two names (`... · rate`, `... · concurrency`), not one twice."""
     groups: dict[tuple[str, str], Series] = {}
     for record in records:
         kind = load_kind(record)
         key = (series_label(record), kind)
         groups.setdefault(key, Series(key[0], kind)).records.append(record)
+    kinds: dict[str, int] = {}
+    for label, _kind in groups:
+        kinds[label] = kinds.get(label, 0) + 1
+    for (label, kind), series in groups.items():
+        if kinds[label] > 1:
+            series.label = f"{label} · {kind}"
     return list(groups.values())
 
 
 def _rows(path: Path) -> Iterator[dict[str, Any]]:
-    if not path.is_file():
-        return
-    with path.open() as fh:
-        for line in fh:
-            if line.strip():
-                row = json.loads(line)
-                if row.get("outcome") == "ok" and not row.get("warmup"):
-                    yield row
+    """The measured ok request lines, through the one requests.jsonl reader (a torn line is skipped)."""
+    for row in iter_lines(path):
+        if row.get("outcome") == "ok" and not row.get("warmup"):
+            yield row
 
 
 def request_latencies(path: Path) -> tuple[list[float], list[float]]:

@@ -9,6 +9,7 @@ from typing import Any
 
 from loadgen.baseline.metrics import WATCHED
 from loadgen.store.db import Store
+from loadgen.store.schema import WHOLE_RUNS
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,7 @@ def _query(store: Store, suite: str | None) -> tuple[str, dict[str, Any]]:
     where = (
         "WHERE suite IS NOT NULL" if suite is None else f"WHERE suite = {store.dialect.placeholder('suite')}"
     )
+    where += f" AND {WHOLE_RUNS}"  # a shard's row is a slice of a run, never a run of the series
     sql = (
         f"SELECT run_id, started_at, status, suite, series_key, manifest, summary, {columns} "
         f"FROM runs {where} ORDER BY started_at, run_id"

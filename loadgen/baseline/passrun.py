@@ -39,11 +39,19 @@ class PassResult:
 
     def failures(self) -> list[str]:
         """One line per series that did not finish cleanly."""
-        return [
-            f"{name}: {entry.get('status')} {entry.get('error') or ''}".strip()
-            for name, entry in self.series.items()
-            if entry.get("status") != DONE or entry.get("partial")
-        ]
+        return [_failure(name, entry) for name, entry in self.series.items() if _failed(entry)]
+
+
+def _failed(entry: dict[str, Any]) -> bool:
+    return entry.get("status") != DONE or bool(entry.get("partial"))
+
+
+def _failure(name: str, entry: dict[str, Any]) -> str:
+    """`short-rate4: partial (run R): error rate 100% exceeded` or `name: failed: <error>`: the reason."""
+    if entry.get("status") == DONE:  # a finished run that was partial: say why it was partial
+        reason = entry.get("partial_reason") or "no reason recorded"
+        return f"{name}: partial (run {entry.get('run_id')}): {reason}"
+    return f"{name}: {entry.get('status')}: {entry.get('error') or 'no reason recorded'}"
 
 
 def tagged(run_fn: RunFn, suite: str, pass_id: str, check: dict[str, Any]) -> RunFn:

@@ -89,8 +89,34 @@ class SchedulerMetrics:
 def check_cron(expression: str) -> str:
     """The expression if croniter reads it (5 fields, or 6 with seconds last); else ValueError naming it."""
     if not croniter.is_valid(expression):
-        raise ValueError(f"invalid --cron {expression!r}: use five cron fields, e.g. '0 2 * * *'")
+        fields = expression.split()
+        if len(fields) not in (5, 6):
+            raise ValueError(
+                f"invalid --cron {expression!r}: {len(fields)} fields; use five cron fields, e.g. '0 2 * * *'"
+            )
+        raise ValueError(f"invalid --cron {expression!r}: {_bad_field(fields)}")
     return expression
+
+
+_FIELDS = (
+    ("minute", "0-59"),
+    ("hour", "0-23"),
+    ("day of month", "1-31"),
+    ("month", "1-12 or jan-dec"),
+    ("day of week", "0-7 or sun-sat"),
+    ("second", "0-59"),
+)
+
+
+def _bad_field(fields: list[str]) -> str:
+    """Which field croniter rejects: each is tried alone in an all-`*` expression."""
+    for position, value in enumerate(fields):
+        trial = ["*"] * len(fields)
+        trial[position] = value
+        if not croniter.is_valid(" ".join(trial)):
+            name, valid = _FIELDS[position]
+            return f"field {position + 1} ({name}) {value!r} is out of range or unreadable (valid: {valid})"
+    return "the fields do not combine into a schedule"
 
 
 def next_time(expression: str, after: datetime) -> datetime:

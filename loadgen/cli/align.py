@@ -14,8 +14,8 @@ from loadgen.report.tables import render
 
 
 def _check(a: str, b: str, results_dir: str, exporters: tuple[str | None, str | None]) -> int:
-    from loadgen.results.engine_facts import facts_from_run, facts_from_url, identity_differences
     from loadgen.results.rundir import RunNotFound
+    from loadgen.run.engine_facts import facts_from_run, facts_from_url, identity_differences
 
     try:
         facts = [
@@ -32,12 +32,25 @@ def _check(a: str, b: str, results_dir: str, exporters: tuple[str | None, str | 
     rows += [[d.param, str(d.a), str(d.b)] for d in compare_params(fa.params, fb.params)]
     for name in undecided(fa.params, fb.params):
         click.echo(f"warning: {name} is 'auto' (the engine decides at start-up): set it on both")
+    for side, one in (("A", fa), ("B", fb)):
+        unknown = sorted(k for k, v in one.param_sources.items() if str(v).startswith("unknown"))
+        if unknown:
+            click.echo(
+                f"warning: {side} does not say {', '.join(unknown)} (its launch flags were not read: "
+                f"pass --exporter-{side.lower()} of an exporter on its host); not compared"
+            )
     if not rows:
         click.echo("aligned: every effective parameter is the same")
         return 0
     click.echo(render(["parameter", "A", "B"], rows, left=(0, 1, 2)))
     click.echo(f"{len(rows)} differences")
     return 1
+
+
+def _example_line() -> str:
+    """A launch line of the first registered engine that has one (`vllm serve MODEL --max-num-seqs 128`)."""
+    spec = next(s for s in ENGINES.values() if s.launcher and "max_num_seqs" in s.flags)
+    return shlex.join([*spec.launcher, "MODEL", spec.flags["max_num_seqs"].spellings[0], "128"])
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "help_option_names": ["-h", "--help"]})
@@ -49,7 +62,7 @@ def _check(a: str, b: str, results_dir: str, exporters: tuple[str | None, str | 
 )
 @click.option("--check", is_flag=True, help="Compare two engines: URL_A URL_B or RUN_A RUN_B.")
 @click.option("--results-dir", default="results", show_default=True, help="Where run ids are looked up.")
-@click.option("--exporter-a", help="Exporter URL for engine A (its launch flags, e.g. for vLLM).")
+@click.option("--exporter-a", help="Exporter URL for engine A (its launch flags from the process).")
 @click.option("--exporter-b", help="Exporter URL for engine B.")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def align(
@@ -67,7 +80,7 @@ def align(
         sys.exit(_check(args[0], args[1], results_dir, (exporter_a, exporter_b)))
     argv = shlex.split(args[0]) if len(args) == 1 else list(args)
     if not argv:
-        raise click.UsageError("give a launch line, e.g. loadgen align vllm serve MODEL --max-num-seqs 128")
+        raise click.UsageError(f"give a launch line, e.g. loadgen align {_example_line()}")
     try:
         result = translate(argv, target)
     except AlignError as exc:

@@ -29,35 +29,19 @@ OWN = ("slo", "kind", "start", "growth", "stop_factor", "max_steps", "max_time",
 
 
 def steps_table(result: CapacityResult) -> str:
-    """Each step's load, objective value, verdict and headline figures."""
-    rows = [
-        [
-            str(s.index),
-            s.phase,
-            f"{s.load:g}",
-            format_seconds(s.value),
-            "yes" if s.met else "no",
-            f"{s.point.request_throughput:.2f}",
-            f"{s.point.output_token_throughput:.1f}",
-            format_seconds(s.point.stat("e2e_s", "p99")),
-            f"{s.point.error_rate * 100:.1f}%",
-            s.point.run_id,
-        ]
-        for s in result.steps
-    ]
-    head = [
-        "step",
-        "phase",
-        "load",
-        result.objective.spec().split("=")[0],
-        "met",
-        "req/s",
-        "tok/s",
-        "E2E p99",
-        "errors",
-        "run_id",
-    ]
-    return render(head, rows)
+    """Each step's load, objective value, verdict and headline figures; E2E p99 once (its own column
+    only when the objective is another statistic)."""
+    own_e2e = result.objective.summary_key != "e2e_s" or result.objective.stat != "p99"
+    rows = []
+    for s in result.steps:
+        row = [str(s.index), s.phase, f"{s.load:g}", format_seconds(s.value), "yes" if s.met else "no"]
+        row += [f"{s.point.request_throughput:.2f}", f"{s.point.output_token_throughput:.1f}"]
+        if own_e2e:
+            row.append(format_seconds(s.point.stat("e2e_s", "p99")))
+        rows.append([*row, f"{s.point.error_rate * 100:.1f}%", s.point.run_id])
+    objective = result.objective.label.split(" <=")[0]  # `E2E p99`, `TTFT p90`
+    head = ["step", "phase", "load", objective, "met", "req/s", "tok/s"]
+    return render([*head, *(["E2E p99"] if own_e2e else []), "errors", "run_id"], rows)
 
 
 def verdict(result: CapacityResult, unit: str) -> str:
@@ -126,14 +110,15 @@ def capacity(ctx: click.Context, **params: Any) -> None:
         name="capacity",
         purpose=f"capacity at {objective.label} over {own['kind']}",
     )
-    measure = make_measure(base, own["kind"], state, runner_for(run_params), "capacity", echo_err)
+    run_fn = runner_for(run_params)
+    measure = make_measure(base, own["kind"], state, run_fn, "capacity", echo_err, (objective.spec(),))
     result = run_points(
         ctx, state, lambda: search_capacity(measure, objective, settings), lambda: "finished steps"
     )
     click.echo(f"experiment {experiment_id}: capacity search over {own['kind']}, {base.resolved_scenario}")
     click.echo(steps_table(result))
     click.echo(verdict(result, "concurrency" if integer else "rate"))
-    report_hint(experiment_id, base.results_dir)
+    report_hint(experiment_id, base.results_dir, [objective])
 
 
 with_run_options(capacity)

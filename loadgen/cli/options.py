@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import click
@@ -101,9 +101,12 @@ def run_points(
     return result
 
 
-def report_hint(experiment_id: str, results_dir: str | os.PathLike[str]) -> None:
-    """The `loadgen report` command for an experiment, on stderr."""
-    echo_err(f"report: loadgen report {experiment_id} --results-dir {results_dir}")
+def report_hint(
+    experiment_id: str, results_dir: str | os.PathLike[str], objectives: Sequence[Objective] = ()
+) -> None:
+    """The `loadgen report` command for an experiment (with its first objective), on stderr."""
+    slo = f" --slo {objectives[0].spec()}" if objectives else ""
+    echo_err(f"report: loadgen report {experiment_id} --results-dir {results_dir}{slo}")
 
 
 LogFn = Callable[[str], None]

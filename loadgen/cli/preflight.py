@@ -18,7 +18,8 @@ from rich.console import Console
 
 from infergauge.redact import redact_url
 from loadgen.cli.preflight_view import has_error, render
-from loadgen.results.exporter_client import ExporterUnreachable, read_exporter_manifest
+from loadgen.config import NO_EXPORTER
+from loadgen.targets.exporter_client import ExporterUnreachable, read_exporter_manifest
 
 
 def local_manifest(engine_urls: list[str]) -> dict[str, Any]:
@@ -64,6 +65,8 @@ def preflight(
     exporter_url: str | None, engine_url: tuple[str, ...], as_json: bool, save: Path | None, timeout: float
 ) -> None:
     """Snapshot host, GPUs, topology and engines; exit 1 when a check is an error."""
+    if exporter_url == NO_EXPORTER:  # LOADGEN_EXPORTER_URL=none (as for runs): read this host
+        exporter_url = None
     for url in (exporter_url, *engine_url):
         if url is not None and urlsplit(url).scheme not in ("http", "https"):
             _fail(f"{redact_url(url)!r} is not an http(s) URL (e.g. http://127.0.0.1:9402)")

@@ -59,7 +59,7 @@ def gpu_table(gpus: list[dict[str, Any]], topology: dict[str, Any]) -> Table:
 def engine_table(engines: list[dict[str, Any]]) -> Table:
     """One row per engine with its neutral launch parameters."""
     table = Table(title=f"Engines ({len(engines)})")
-    for column in ("engine", "version", "model", "pid", "url", "up", "ready", "params"):
+    for column in ("engine", "version", "model", "pid", "url", "state", "params"):
         table.add_column(column)
     for engine in engines:
         params = engine.get("params", {})
@@ -70,11 +70,17 @@ def engine_table(engines: list[dict[str, Any]]) -> Table:
             str(engine.get("model") or "?"),
             str(engine.get("pid") or "-"),
             str(engine.get("url") or "-"),
-            str(engine.get("up")),
-            str(engine.get("ready", "?")),
+            engine_state(engine),
             shown,
         )
     return table
+
+
+def engine_state(engine: dict[str, Any]) -> str:
+    """ready | not ready (answers, readiness not 200) | starting (process lives, no answer) | down."""
+    if engine.get("up"):
+        return "ready" if engine.get("ready", True) else "not ready"
+    return "starting" if engine.get("pid") is not None else "down"
 
 
 def _with_age(text: str, age_s: float | None) -> str:

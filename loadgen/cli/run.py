@@ -8,11 +8,11 @@ Sources resolve as `--config run.yaml` < environment (`LOADGEN_*`, `OPENAI_API_K
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
 import os
-import resource
 import signal
 import sys
 from collections.abc import Mapping
@@ -20,14 +20,15 @@ from typing import Any, NoReturn
 
 import click
 
+from infergauge import engines
 from loadgen.cli.shard_options import SCALE_KEYS, scale_options, shard_plan, worker_count
 from loadgen.cli.store import STORE_ENV, store_option
+from loadgen.cli.traffic_options import traffic_fields, traffic_options
 from loadgen.config import (
     ARRIVALS,
     ENDPOINTS,
     HTTP_CLIENTS,
     PROFILES,
-    TARGET_NAMES,
     WORKLOADS,
     ConfigError,
     RunConfig,
@@ -37,9 +38,26 @@ from loadgen.config import (
     parse_rate,
     parse_slo,
     resolve,
+    strip_api_suffix,
+    target_names,
 )
 from loadgen.records import RunResult
 from loadgen.store.url import StoreURL, StoreURLError, parse_store
+
+
+class TargetChoice(click.Choice):
+    """`--target`'s choices, read from the engine registry at each use (a registered engine counts)."""
+
+    def __init__(self) -> None:
+        super().__init__(target_names())
+
+    @property  # type: ignore[override]
+    def choices(self) -> tuple[str, ...]:
+        return target_names()
+
+    @choices.setter
+    def choices(self, _value: object) -> None:  # click's __init__ assigns it; the registry decides
+        pass
 
 
 class OneLineErrors(click.Command):
@@ -83,7 +101,7 @@ def _flag_values(params: Mapping[str, Any]) -> dict[str, Any]:
         flags["linger_s"] = float(flags.pop("linger"))
     if "slo" in flags:
         flags["slo"] = parse_slo(flags["slo"])
-    return flags
+    return traffic_fields(flags)  # trace / sessions / ShareGPT flags and the vllm bench serve aliases
 
 
 def build_config(params: Mapping[str, Any], extra: list[str], environ: Mapping[str, str]) -> RunConfig:
@@ -102,6 +120,11 @@ def build_config(params: Mapping[str, Any], extra: list[str], environ: Mapping[s
     if sim_args:
         flags["sim_args"] = tuple(yaml_values.get("sim_args", ())) + sim_args
     config = resolve(yaml_values, env_values, flags)
+    if config.base_url:
+        base_url, note = strip_api_suffix(config.base_url)
+        if note:
+            click.echo(note, err=True)
+            config = dataclasses.replace(config, base_url=base_url)
     if config.sim_args:  # a bad --sim-X is a usage error before anything runs
         from loadgen.cli.sim import check_sim_args  # simengine is imported only when used
 
@@ -117,9 +140,9 @@ def _fail(ctx: click.Context, message: str) -> NoReturn:
 
 def _raise_fd_limit() -> None:
     """Many concurrent streams need many sockets: lift the soft open-files limit to the hard one."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < hard:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    from infergauge.fdlimit import raise_open_files_limit
+
+    raise_open_files_limit()
 
 
 @click.command(
@@ -133,10 +156,10 @@ def _raise_fd_limit() -> None:
 @click.option(
     "--config", type=click.Path(dir_okay=False), help="run.yaml with RunConfig fields (flags override)."
 )
+@click.option("--target", type=TargetChoice(), help="Engine preset (default sim: embedded simulator).")
 @click.option(
-    "--target", type=click.Choice(TARGET_NAMES), help="Engine preset (default sim: embedded simulator)."
+    "--base-url", help=f"Server URL ({engines.default_ports_text()} by default; required for openai)."
 )
-@click.option("--base-url", help="Server URL (vllm :8000, sglang :30000 by default; required for openai).")
 @click.option("--model", help="Model name (default: the first of /v1/models).")
 @click.option("--endpoint", type=click.Choice(ENDPOINTS), help="completions (default) or chat.")
 @click.option("--api-key", help="Bearer token (or OPENAI_API_KEY); never logged or stored.")
@@ -164,13 +187,15 @@ def _raise_fd_limit() -> None:
 @click.option("--metrics-port", type=int, help="Live /metrics port (default 9403; 0 disables).")
 @click.option(
     "--metrics-listen-address",
-    help="Address live /metrics listens on (default 0.0.0.0; 127.0.0.1 keeps it on this host).",
+    help="Address live /metrics listens on (default 127.0.0.1; 0.0.0.0 serves every interface).",
 )
 @click.option("--linger", type=float, help="Seconds /metrics stays up after the run (default 15).")
 @click.option("--results-dir", help="Where results/<run_id>/ go (default results).")
 @click.option("--scenario", help="Scenario label (default <workload>-<profile>).")
 @click.option("--experiment-id", help="Experiment this run belongs to.")
-@click.option("--exporter-url", help="infergauge exporter (default: try http://127.0.0.1:9402).")
+@click.option(
+    "--exporter-url", help="infergauge exporter (default: try http://127.0.0.1:9402; none: attach none)."
+)
 @click.option("--grafana-url", help="Annotate the run in Grafana (or GRAFANA_URL; token from GRAFANA_TOKEN).")
 @store_option
 @click.option("--json", "json_output", is_flag=True, help="Print the summary as JSON instead of the table.")
@@ -181,6 +206,7 @@ def _raise_fd_limit() -> None:
     help="Load transport: raw (default: minimal HTTP/1.1 on asyncio.Protocol) or aiohttp.",
 )
 @scale_options
+@traffic_options
 @click.pass_context
 def run(ctx: click.Context, **params: Any) -> None:
     """Run a benchmark: `loadgen --target sglang --rate 10` (extra `--sim-X V` go to the simulator)."""
@@ -198,6 +224,10 @@ def run(ctx: click.Context, **params: Any) -> None:
         unknown_length = config.total_requests is None and math.isinf(config.rate)
         if (shard is not None or workers is not None) and unknown_length:
             raise ConfigError("a sharded run needs a known schedule: give --num-prompts or a finite --rate")
+        if (shard is not None or workers is not None) and config.traffic and config.traffic.closed_loop:
+            raise ConfigError(
+                "sessions cannot be sharded (each turn waits for its answer): drop --shard/--workers"
+            )
     except (ConfigError, click.UsageError) as exc:
         _fail(ctx, str(exc) if isinstance(exc, ConfigError) else exc.format_message())
     try:
@@ -205,7 +235,12 @@ def run(ctx: click.Context, **params: Any) -> None:
     except StoreURLError as exc:
         _fail(ctx, str(exc))
     _raise_fd_limit()
+    from loadgen.scale.orphans import recover_and_say
+    from loadgen.store.writer import store_run
     from loadgen.workload.warmup import warmup_warning
+
+    for rebuilt in recover_and_say(config.results_dir):  # a --workers run whose coordinator died
+        store_run(store, config.results_dir, rebuilt, lambda line: click.echo(line, err=True))
 
     burst = warmup_warning(config.warmup, config.max_concurrency)
     if burst:
@@ -246,9 +281,9 @@ def _show(
 ) -> None:
     """Print the summary (before the linger), write the run's row to the results store, say where
     the record went and how long /metrics stays."""
-    from loadgen.results.cache_counters import cache_warning
     from loadgen.run.progress import summary_table
     from loadgen.store.writer import store_run
+    from loadgen.targets.cache_counters import cache_warning
 
     late.recorded = True
     if json_output:
@@ -258,6 +293,11 @@ def _show(
     warning = cache_warning(result.run_id, result.manifest.get("cache") or {})
     if warning:
         click.echo(warning, err=True)
+    from loadgen.report.vllm_result import save_vllm_result
+
+    saved = save_vllm_result(config, result.result_dir, result.summary)
+    if saved is not None:
+        click.echo(f"vllm bench serve result: {saved}", err=True)
     # the row first: a record not fully written stays the last line the user reads
     store_run(store, config.results_dir, result.run_id, lambda line: click.echo(line, err=True))
     click.echo(results_line(result.result_dir, result.not_written), err=True)

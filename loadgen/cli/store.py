@@ -51,9 +51,11 @@ def store() -> None:
 @store_option
 def import_(results_dir: str, store: str | None) -> None:
     """Load every run folder of RESULTS_DIR into the store; a second import adds nothing."""
+    from loadgen.scale.orphans import recover_and_say
     from loadgen.store.importer import import_runs
 
     url = _required(store, results_dir)
+    recover_and_say(results_dir)  # a --workers run whose coordinator died is rebuilt first
     try:
         with open_store(url) as db:
             report = import_runs(db, results_dir)
@@ -97,9 +99,10 @@ def info(results_dir: str, store: str | None) -> None:
     except StoreError as exc:
         click.echo(f"Error: results store {url.public}: {exc}", err=True)
         sys.exit(1)
+    shards = f" (and {facts.shard_rows} shard rows, not counted)" if facts.shard_rows else ""
     click.echo(
         f"{facts.store}: schema version {facts.schema_version}{_compared(facts.schema_version)}, "
-        f"{facts.runs} runs"
+        f"{facts.runs} runs{shards}"
     )
 
 

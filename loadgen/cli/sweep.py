@@ -85,7 +85,8 @@ def sweep(ctx: click.Context, **params: Any) -> None:
         name="sweep",
         purpose=f"{kind} sweep {','.join(f'{v:g}' for v in loads)}",
     )
-    measure = make_measure(base, kind, state, runner_for(run_params), "sweep", echo_err)
+    specs = tuple(o.spec() for o in objectives)
+    measure = make_measure(base, kind, state, runner_for(run_params), "sweep", echo_err, specs)
     points: list[Point] = []
     run_points(
         ctx, state, lambda: points.extend(measure(load) for load in loads), lambda: f"{len(points)} points"
@@ -93,7 +94,7 @@ def sweep(ctx: click.Context, **params: Any) -> None:
     click.echo(f"experiment {experiment_id}: {kind} sweep, {base.resolved_scenario}, seed {base.seed}")
     click.echo(points_table(points))
     click.echo("\n".join(summary_lines(points, objectives, own["knee_threshold"])))
-    report_hint(experiment_id, base.results_dir)
+    report_hint(experiment_id, base.results_dir, objectives)
 
 
 with_run_options(sweep)

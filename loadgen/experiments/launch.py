@@ -63,8 +63,11 @@ def _healthy(url: str) -> bool:
 class LaunchedEngine:
     """One engine process; `start()` returns its base URL once `health_path` answers 200."""
 
-    def __init__(self, spec: EngineSpec, params: dict[str, Any], log_path: Path) -> None:
+    def __init__(
+        self, spec: EngineSpec, params: dict[str, Any], log_path: Path, api_key: str | None = None
+    ) -> None:
         self.spec, self.params, self.log_path = spec, params, log_path
+        self.api_key = api_key  # the runs' bearer token: the readiness probe's /v1/models needs it too
         self.proc: subprocess.Popen[bytes] | None = None
         self.base_url = ""
         self.argv: list[str] = []
@@ -104,10 +107,10 @@ class LaunchedEngine:
             code = self.proc.poll()
             if code is not None:
                 raise EngineFailed(
-                    f"engine {self.spec.name!r} exited with code {code} before it became "
-                    f"healthy ({phase}); see {self.log_path}"
+                    f"engine {self.spec.name!r} exited with code {code} at start "
+                    f"({exited_phase(phase)}){_last_line(self.log_path)}; see {self.log_path}"
                 )
-            phase = slow_phase(read_probe(self.base_url, path), path)
+            phase = slow_phase(read_probe(self.base_url, path, self.api_key), path)
             if phase is None:
                 return
             time.sleep(POLL_S)
@@ -171,3 +174,20 @@ def _wait_group(proc: subprocess.Popen[bytes], wait_s: float) -> None:
         if not _group_alive(proc.pid):
             return
         time.sleep(0.05)
+
+
+def exited_phase(phase: str | None) -> str:
+    """How far an engine that exited got: the last phase seen, without the `process alive` it no longer is."""
+    if phase is None or phase == "process not started" or phase.startswith("process alive"):
+        return "its port never listened"
+    return f"last seen: {phase}"
+
+
+def _last_line(log_path: Path) -> str:
+    """`: <last non-empty line of the engine's log>` (cut to 200 characters), or nothing."""
+    try:
+        text = log_path.read_text(errors="replace")
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("# ")]
+    except OSError:
+        return ""
+    return f": {' '.join(redact_argv(lines[-1].split()))[:200]}" if lines else ""  # argv echoed: no secret

@@ -54,14 +54,24 @@ def _default_url(target: str) -> str:
 
 
 def make_measure(
-    base: RunConfig, kind: str, state: ExperimentState, run_fn: RunFn, what: str, log: Callable[[str], None]
+    base: RunConfig,
+    kind: str,
+    state: ExperimentState,
+    run_fn: RunFn,
+    what: str,
+    log: Callable[[str], None],
+    slo: tuple[str, ...] = (),
 ) -> Callable[[float], Point]:
-    """A `measure(load) -> Point` that runs the load, records it in the state, and returns its figures."""
+    """A `measure(load) -> Point` that runs the load, records it in the state, and returns its figures;
+    `slo` (objective specs, `e2e_p99=500ms`) goes into each run's `experiment` block, where
+    `loadgen report` finds it."""
 
     def measure(load: float) -> Point:
         key = f"{what}/{kind}={load:g}"
         cache = clear_cache(base)
         experiment = {"id": state.experiment_id, "kind": what, "key": key, kind: load, "load_kind": kind}
+        if slo:
+            experiment["slo"] = list(slo)
         config = config_at(base, kind, load, {"cache": cache, "experiment": experiment})
         log(f"{what}: {kind} {load:g} ...")
         result = run_fn(config)

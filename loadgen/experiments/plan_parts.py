@@ -6,11 +6,12 @@ import math
 import shlex
 from typing import Any
 
+from infergauge import engines
 from infergauge import engines as engine_registry
 from infergauge.engines import detect_cmdline
 from infergauge.engines.base import NEUTRAL_KINDS, NEUTRAL_PARAMS
 from infergauge.engines.base import EngineSpec as EngineDescription
-from loadgen.config import TARGET_NAMES, ConfigError, normalise_keys
+from loadgen.config import ConfigError, normalise_keys, target_names
 from loadgen.experiments.param_ranges import range_problem
 from loadgen.experiments.plancheck import Checker
 from loadgen.experiments.plantypes import (
@@ -36,7 +37,11 @@ WORKLOAD_FIELDS = (
     "endpoint",
     "ignore_eos",
 )
-PLAN_TARGETS = tuple(t for t in TARGET_NAMES if t != "sim")
+
+
+def plan_targets() -> tuple[str, ...]:
+    """Targets a plan's engine may name: every --target but the embedded `sim` (a plan launches its own)."""
+    return tuple(t for t in target_names() if t != "sim")
 
 
 def command_argv(node: Node, check: Checker) -> tuple[str, ...]:
@@ -69,7 +74,7 @@ def _start_defaults(family: str | None, target: str) -> tuple[str, float]:
 def _default_target(name: str, argv: tuple[str, ...], family: str | None) -> str | None:
     if family is not None:
         return preset_for(family, argv)
-    return name if name in PLAN_TARGETS else None
+    return name if name in plan_targets() else None
 
 
 def _param_ok(key: str, value: Any) -> bool:
@@ -121,10 +126,13 @@ def _engine(check: Checker, name: str, node: Node) -> EngineSpec:
             check.bad(node, f"{where}: kind external needs 'base_url'")
     params = _params(check, m.get("params"), f"{where} params")
     if params and kind == "launch" and family is None:
-        check.bad(m["params"], f"{where}: params need a command that launches vllm, sglang or simengine")
+        launches = engines.names_text()
+        check.bad(m["params"], f"{where}: params need a command that launches {launches}")
     target = m["target"].value if "target" in m else _default_target(name, argv, family)
-    if target not in PLAN_TARGETS:
-        choices = ", ".join(PLAN_TARGETS)
+    choices = ", ".join(plan_targets())
+    if target is None:  # nothing to infer it from: neither the name nor a known command says
+        check.bad(node, f"{where}: add target: (one of {choices}); its name and command do not say which")
+    elif target not in plan_targets():
         check.bad(m.get("target", node), f"{where}: invalid target {target!r}; choose from {choices}")
     base_url = check.text(m.get("base_url"), f"{where} base_url", "http://127.0.0.1:{port}")
     if not base_url.startswith(("http://", "https://")):

@@ -28,9 +28,9 @@ from loadgen.experiments.launch import EngineFailed, LaunchedEngine
 from loadgen.experiments.plantypes import EngineSpec, Plan
 from loadgen.experiments.state import DONE, ExperimentState
 from loadgen.records import RunResult
-from loadgen.results.cache_counters import cache_warning
 from loadgen.run.runner import run_benchmark_sync
 from loadgen.targets import get_target
+from loadgen.targets.cache_counters import cache_warning
 
 RunFn = Callable[[RunConfig], RunResult]
 Log = Callable[[str], None]
@@ -168,7 +168,8 @@ class ExperimentRunner:
                 return self.active.base_url, self._flush(engine, self.active.base_url)
             self._relaunch_or_fail(group, dead)
         self._stop_active()
-        launched = LaunchedEngine(engine, spec.params, self.state.directory / f"engine-{spec.engine}.log")
+        log = self.state.directory / f"engine-{spec.engine}.log"
+        launched = LaunchedEngine(engine, spec.params, log, self.api_key)
         self.log(f"starting engine {spec.engine} ({spec.variant})")
         try:
             base_url = launched.start()
@@ -239,6 +240,7 @@ class ExperimentRunner:
             status=DONE,
             run_id=result.run_id,
             partial=result.partial,
+            partial_reason=reason or None,
             cache=cache,
             result_dir=str(result.result_dir),
         )

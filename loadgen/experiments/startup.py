@@ -50,9 +50,11 @@ def _listening(base_url: str) -> bool:
         return False
 
 
-def _get(url: str) -> tuple[int | None, bytes]:
+def _get(url: str, api_key: str | None = None) -> tuple[int | None, bytes]:
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        with urllib.request.urlopen(url, timeout=_TIMEOUT_S) as resp:  # noqa: S310 - the plan's engine URL
+        request = urllib.request.Request(url, headers=headers)
+        with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as resp:  # noqa: S310 - the plan's engine URL
             return int(resp.status), resp.read()
     except urllib.error.HTTPError as exc:
         return int(exc.code), b""
@@ -68,12 +70,13 @@ def _model_count(body: bytes) -> int | None:
     return len(data) if isinstance(data, list) else None
 
 
-def read_probe(base_url: str, health_path: str) -> Probe:
-    """Look at the engine once: port, readiness path, model list (each asked only if the last passed)."""
+def read_probe(base_url: str, health_path: str, api_key: str | None = None) -> Probe:
+    """Look at the engine once: port, readiness path, model list (each asked only if the last passed;
+    the model list with the run's bearer token: an engine started with --api-key guards /v1)."""
     if not _listening(base_url):
         return Probe(False, None, None)
     status, _ = _get(base_url + health_path)
     if status != 200:
         return Probe(True, status, None)
-    models_status, body = _get(base_url + MODELS_PATH)
+    models_status, body = _get(base_url + MODELS_PATH, api_key)
     return Probe(True, status, _model_count(body) if models_status == 200 else None)

@@ -79,11 +79,23 @@ class ExperimentState:
 
 def load_state(results_dir: str | Path, experiment_id: str) -> ExperimentState:
     """Read an experiment's state; raises ExperimentNotFound naming the id and the directory."""
+    if "/" in experiment_id or "\\" in experiment_id or Path(experiment_id).suffix in (".yaml", ".yml"):
+        raise ExperimentNotFound(
+            f"{experiment_id!r} is not an experiment id (a plan file?): give the id that "
+            "`loadgen experiment run` printed (exp-...)"
+        )
     directory = experiment_dir(results_dir, experiment_id)
     try:
         data = json.loads((directory / "state.json").read_text())
     except FileNotFoundError:
         raise ExperimentNotFound(f"no experiment {experiment_id!r} in {str(results_dir)!r}") from None
+    except (OSError, ValueError) as exc:
+        raise ExperimentNotFound(
+            f"experiment {experiment_id!r}: cannot read {str(directory / 'state.json')!r}: "
+            f"{type(exc).__name__}: {exc}"
+        ) from None
+    if not isinstance(data, dict):
+        raise ExperimentNotFound(f"experiment {experiment_id!r}: state.json is not a JSON object")
     return ExperimentState(
         experiment_id,
         directory,

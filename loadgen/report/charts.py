@@ -50,9 +50,10 @@ def _outside_legend(fig: Figure, handles: list, title: str | None = None) -> Non
         fig.legend(handles=handles, loc="outside right upper", fontsize=LEGEND_SIZE, title=title)
 
 
-def _sla_line(ax: Axes, objective: Objective, *, vertical: bool) -> Line2D:
-    """The SLA bound as a dashed red line, labelled on the plot, with the axis stretched to show it."""
-    limit = objective.limit_s
+def _sla_line(ax: Axes, objective: Objective, *, vertical: bool, scale: float = 1.0) -> Line2D:
+    """The SLA bound as a dashed red line, labelled on the plot, with the axis stretched to show it
+    (`scale` converts seconds to the axis unit: 1000 on a millisecond axis)."""
+    limit = objective.limit_s * scale
     if vertical:
         line = ax.axvline(limit, color=SLA_COLOR, linestyle="--", linewidth=1.5)
         low, high = ax.get_xlim()
@@ -116,6 +117,8 @@ def throughput_vs_latency(series: list[Series], kind: str, objective: Objective 
                 color=_color(index),
             )
     ax.set_ylim(0.0, ax.get_ylim()[1] * 1.06)  # room above the top point for its load label
+    low, high = ax.get_xlim()
+    ax.set_xlim(low, high + (high - low) * 0.08)  # and right of the rightmost one: never cut off
     if objective is not None and objective.stat == "p99":
         handles.append(_sla_line(ax, objective, vertical=True))
     _labels(
@@ -191,16 +194,18 @@ def distributions(series: list[Series], kind: str, objective: Objective | None) 
             ttft += more_ttft
             tpot += more_tpot
         style = {"histtype": "step", "linewidth": 1.5, "color": _color(index), "bins": 30}
-        if ttft:
-            axes[0].hist(ttft, **style)  # outlines, not filled bars, so many series stay readable
+        if ttft:  # both panels in ms: TTFT and TPOT side by side read in one unit
+            axes[0].hist([v * 1000 for v in ttft], **style)  # outlines, so many series stay readable
         if tpot:
             axes[1].hist([v * 1000 for v in tpot], **style)
         if ttft or tpot:
             label = f"{s.label} @ {LOAD_UNIT.get(kind, '{:g}').format(top.load)}"
             handles.append(Line2D([], [], color=_color(index), linewidth=2, label=label))
     if objective is not None and objective.metric == "ttft":
-        handles.append(_sla_line(axes[0], objective, vertical=True))
-    for ax, title, unit in ((axes[0], "TTFT", "TTFT (s)"), (axes[1], "TPOT", "TPOT (ms per token)")):
+        handles.append(_sla_line(axes[0], objective, vertical=True, scale=1000.0))
+    if objective is not None and objective.metric == "tpot":
+        handles.append(_sla_line(axes[1], objective, vertical=True, scale=1000.0))
+    for ax, title, unit in ((axes[0], "TTFT", "TTFT (ms)"), (axes[1], "TPOT", "TPOT (ms per token)")):
         _labels(ax, f"{title} distribution at each series' highest {kind}", unit, "requests")
     _outside_legend(fig, handles)
     return fig

@@ -13,8 +13,8 @@ from loadgen.analysis.series import Series, group_series, run_load
 from loadgen.analysis.slo import Objective, format_seconds
 from loadgen.report.charts import write_charts
 from loadgen.report.results_csv import result_values, results_csv
-from loadgen.results.cache_counters import cache_warning
 from loadgen.results.rundir import RunRecord, atomic_write
+from loadgen.targets.cache_counters import cache_warning
 
 RESULT_COLUMNS = (
     "run_id",

@@ -15,9 +15,9 @@ from infergauge.engines.resolve import Resolved, resolve
 from infergauge.redact import redact
 from loadgen import __version__
 from loadgen.provenance import git_sha
-from loadgen.results.exporter_client import match_engine
+from loadgen.targets.exporter_client import match_engine
 from loadgen.transport.evloop import loop_name
-from loadgen.targets.base import EngineMetadata
+from loadgen.records import EngineMetadata
 
 
 def cpu_model() -> str | None:
@@ -91,6 +91,7 @@ def resolved_params(
         server_info=meta.server_args if meta.server_info_path else None,
         server_info_path=meta.server_info_path,
         max_model_len=meta.max_model_len,
+        reported=meta.reported or None,
         model_config=(exporter_engine or {}).get("model_config"),
         server_spec=speaker,
         origin="exporter ",
@@ -123,6 +124,7 @@ def engine_section(
     resolved = resolved_params(meta, watched, exporter, launch_args)
     return {
         "engine": meta.engine,
+        "target_preset": meta.asked_engine,  # set when --target named another engine than answered
         "version": meta.version or (watched or {}).get("version"),
         "model": meta.model,
         "max_model_len": meta.max_model_len,
@@ -133,3 +135,9 @@ def engine_section(
         "params": resolved.params if resolved else {},
         "param_sources": resolved.param_sources if resolved else {},
     }
+
+
+def unknown_params(engine: dict[str, Any]) -> list[str]:
+    """The neutral parameters a manifest's `engine` block could not know (UNKNOWN source)."""
+    sources = engine.get("param_sources") or {}
+    return sorted(k for k, v in sources.items() if str(v).startswith("unknown"))

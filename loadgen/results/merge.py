@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from loadgen.records import RequestRecord
+from loadgen.results.prompt_cache import merged_cache_facts
 from loadgen.results.record import Written, write_run
 from loadgen.results.rundir import line_text
 from loadgen.results.shard_record import MergeError, ShardRecord, check_one_run, shortfalls
 from loadgen.results.summary import achieved_rate, record_from_line
-from loadgen.workload.shard import schedule_fingerprint
 from loadgen.stats import NS, describe, summarize
+from loadgen.workload.shard import schedule_fingerprint
 
 NS_FIELDS = ("sent_ns", "first_token_ns", "last_token_ns")
 
@@ -70,13 +71,14 @@ def skew_facts(shards: Sequence[ShardRecord]) -> dict[str, Any]:
     }
 
 
-def merge(shards: Sequence[ShardRecord]) -> Merged:
-    """Merge checked shard records (MergeError when they are not one run; see shard_record)."""
+def merge(shards: Sequence[ShardRecord], causes: dict[int, str] | None = None) -> Merged:
+    """Merge checked shard records (MergeError when they are not one run; see shard_record);
+    `causes` says why a shard is not whole where the caller knows better (a worker killed by a signal)."""
     shards = sorted(shards, key=lambda s: s.index)
     check_one_run(shards)
     lines = sorted((rebased(x) for s in shards for x in s.lines), key=lambda x: x["index"])
     records = [record_from_line(x) for x in lines]
-    missing = shortfalls(shards)
+    missing = {**shortfalls(shards), **(causes or {})}
     base = shards[0]
     shard = base.shard
     complete = not missing
@@ -102,6 +104,7 @@ def merge(shards: Sequence[ShardRecord]) -> Merged:
     times = _span(shards)
     summary = _summary(shards, records, times, reason, section)
     manifest = _manifest(base, shards, times, reason, section, len(lines), merged_schedule, complete)
+    manifest["cache"] = {**manifest["cache"], **summary["cache"]}
     texts = {int(x["index"]): line_text(x) for x in lines}
     return Merged(str(base.manifest["run_id"]), manifest, summary, records, texts)
 
@@ -115,6 +118,9 @@ def _span(shards: Sequence[ShardRecord]) -> tuple[str, str]:
 
 def _when(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else datetime.min.astimezone()
+
+
+CACHE_KEPT = ("flushed", "method", "detail")
 
 
 def total_concurrency(shards: Sequence[ShardRecord]) -> int | None:
@@ -150,7 +156,16 @@ def _summary(
     facts = {**section, "first_send_lag_s": describe(v for v in lag.values() if v is not None)}
     saturation = client_saturation(shards)
     extra = {"client_saturated": saturation} if saturation is not None else {}
-    return {**head, **summarize(records, cfg.get("slo") or {}), **extra, "shards": facts}
+    stalls = [s.summary["host_stalls"] for s in shards if s.summary.get("host_stalls")]
+    if stalls:  # each shard's loop stalled on its own: counts add up, the longest is the worst
+        extra["host_stalls"] = {
+            **{k: sum(x[k] for x in stalls) for k in ("count", "total_s", "requests_affected")},
+            "max_s": max(x["max_s"] for x in stalls),
+            "threshold_s": stalls[0]["threshold_s"],
+        }
+    stats = summarize(records, cfg.get("slo") or {})
+    extra["cache"] = merged_cache_facts(records, stats["total_input_tokens"])
+    return {**head, **stats, **extra, "shards": facts}
 
 
 def client_saturation(shards: Sequence[ShardRecord]) -> dict[str, Any] | None:
@@ -188,6 +203,8 @@ def _manifest(
     manifest.update(status="complete", partial=reason is not None, partial_reason=reason)
     manifest.update(started_at=times[0], ended_at=times[1], shards=section)
     manifest["clients"] = {str(s.index): s.manifest.get("client") for s in shards}
+    # the flush facts; not shard 0's counters and bound (merge() adds the merged run's figures)
+    manifest["cache"] = {k: v for k, v in (manifest.get("cache") or {}).items() if k in CACHE_KEPT}
     if isinstance(manifest.get("config"), dict):  # the run's cap, not shard 0's share of it
         manifest["config"]["max_concurrency"] = total_concurrency(shards)
     workload = manifest["workload"]

@@ -18,7 +18,8 @@ from loadgen.results.rundir import RUNS_CSV, append_runs_csv, atomic_write, csv_
 from loadgen.results.sent import as_sent
 from loadgen.results.summary import iso
 from loadgen.stats import NS, e2e_s, itls_s, tpot_s, ttft_s
-from loadgen.targets import EngineMetadata, get_target
+from loadgen.records import EngineMetadata
+from loadgen.targets import get_target
 
 
 @dataclass(frozen=True)
@@ -106,19 +107,29 @@ def request_line(r: RequestRecord, start_ns: int) -> dict[str, Any]:
         "due_s": _rel(r.due_ns, start_ns),
         "schedule_lag_s": r.schedule_lag_ns / NS,
         "slot_wait_s": r.slot_wait_ns / NS,
+        "host_stall_s": r.host_stall_ns / NS,  # loadgen's event loop stopped meanwhile (docs/reliability.md)
         "ttft_s": ttft_s(r),
         "tpot_s": tpot_s(r),
         "e2e_s": e2e_s(r),
         "input_len": r.input_len,
         "prompt_tokens": r.prompt_tokens,
+        "cached_tokens": r.cached_tokens,
         "output_len": r.output_len,
         "output_tokens": r.output_tokens,
         "token_count": r.token_count,
         "sent_ns": r.sent_ns,
         "first_token_ns": r.first_ns,
         "last_token_ns": r.last_ns,
-        "itl_s": itls_s(r),  # ns / 1e9: written with at most 9 decimals, as `_rel`
+        **_session_fields(r),
+        "itl_s": itls_s(r),  # ns / 1e9: written with at most 9 decimals, as `_rel`; the last field
     }
+
+
+def _session_fields(r: RequestRecord) -> dict[str, Any]:
+    """`session_id` / `turn_index` of a turn of a session (absent for other requests)."""
+    if r.session_id is None:
+        return {}
+    return {"session_id": r.session_id, "turn_index": r.turn_index}
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,14 @@ def _ignore_eos(section: dict[str, Any], workload: Any, target: Target) -> dict[
     return {} if target.supports_ignore_eos else {"ignore_eos": False}
 
 
-SENT_RULES: tuple[Rule, ...] = (_dataset_lengths, _shared_prefix, _ignore_eos)
+def _traffic_lengths(section: dict[str, Any], workload: Any, target: Target) -> dict[str, Any]:
+    """A trace or a ShareGPT file sets the lengths (docs/workloads.md); synthetic sessions use them."""
+    if getattr(workload, "sets_lengths", False):
+        return {"input_len": None, "output_len": None, "profile": None}
+    return {}
+
+
+SENT_RULES: tuple[Rule, ...] = (_dataset_lengths, _shared_prefix, _ignore_eos, _traffic_lengths)
 
 
 def as_sent(section: dict[str, Any], workload: Any, target: Target) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from loadgen.results.rundir import RunNotFound, load_run
-from loadgen.results.summary import read_lines
+from loadgen.results.summary import read_lines, rebuild_summary
 
 # what every shard of one run must agree on (manifest path -> what it names)
 AGREE = (
@@ -49,17 +49,39 @@ class ShardRecord:
 
 
 def read_shard(run_dir: str | Path) -> ShardRecord:
-    """Read one shard's run folder (`results/<run_id>/`); MergeError when it is not a shard record."""
+    """Read one shard's run folder (`results/<run_id>/`); MergeError when it is not a shard record.
+
+    A finished shard whose summary.json is gone gets one rebuilt from its request lines, marked
+    partial with that reason (its requests are merged, not lost)."""
     path = Path(run_dir)
+    if not (path / "manifest.json").is_file():
+        raise MergeError(f"{str(path)!r} holds no run record (no manifest.json)")
+    summary_missing = not (path / "summary.json").is_file()
     try:
         record = load_run(path.parent, path.name)
-    except (RunNotFound, json.JSONDecodeError, OSError):
-        raise MergeError(f"{str(path)!r} holds no run record (manifest.json)") from None
+    except (RunNotFound, FileNotFoundError):
+        if not summary_missing:
+            raise MergeError(f"{str(path)!r} holds no run record (manifest.json)") from None
+        return _without_summary(path)
+    except (json.JSONDecodeError, OSError) as exc:
+        raise MergeError(f"{str(path)!r}: unreadable run record: {type(exc).__name__}: {exc}") from None
     if not isinstance(record.manifest.get("shard"), dict):
         raise MergeError(f"{str(path)!r} is not a shard record (no `shard` in its manifest)")
     requests = record.requests_path
     lines = read_lines(requests.read_text()) if requests.is_file() else []
     return ShardRecord(path, record.manifest, record.summary, lines)
+
+
+def _without_summary(path: Path) -> ShardRecord:
+    """A shard record with a manifest and request lines but no summary.json: rebuilt, partial."""
+    manifest = json.loads((path / "manifest.json").read_text())
+    if not isinstance(manifest.get("shard"), dict):
+        raise MergeError(f"{str(path)!r} is not a shard record (no `shard` in its manifest)")
+    requests = path / "requests.jsonl"
+    lines = read_lines(requests.read_text()) if requests.is_file() else []
+    reason = f"summary.json missing (manifest status {manifest.get('status')!r}); rebuilt from requests.jsonl"
+    summary = {**rebuild_summary(manifest, lines), "partial_reason": reason, "crashed": False}
+    return ShardRecord(path, {**manifest, "partial": True, "partial_reason": reason}, summary, lines)
 
 
 def _dig(obj: dict[str, Any], path: tuple[str, ...]) -> Any:
@@ -78,12 +100,15 @@ def check_one_run(shards: Sequence[ShardRecord]) -> None:
             mine, theirs = _dig(first.manifest, path), _dig(other.manifest, path)
             if mine != theirs:
                 raise MergeError(
-                    f"{str(other.path)!r} has {what} {theirs!r}, {str(first.path)!r} has {mine!r}: not one run"
+                    f"{str(other.path)!r} has {what} {theirs!r}, "
+                    f"{str(first.path)!r} has {mine!r}: not one run"
                 )
     seen: dict[int, Path] = {}
     for shard in shards:
         if shard.index in seen:
-            raise MergeError(f"shard {shard.index} given twice: {str(seen[shard.index])!r}, {str(shard.path)!r}")
+            raise MergeError(
+                f"shard {shard.index} given twice: {str(seen[shard.index])!r}, {str(shard.path)!r}"
+            )
         seen[shard.index] = shard.path
     _check_slices(shards)
 
@@ -115,6 +140,18 @@ def shortfalls(shards: Sequence[ShardRecord]) -> dict[int, str]:
         planned = int(shard.shard["slice_num_requests"])
         if shard.manifest.get("partial"):
             out[index] = f"partial: {shard.manifest.get('partial_reason')}"
+        elif len(shard.lines) < _counted(shard):
+            out[index] = (
+                f"requests.jsonl holds {len(shard.lines)} of the {_counted(shard)} requests its summary "
+                "counts (the file was cut)"
+            )
         elif len(shard.lines) < planned:
             out[index] = f"sent {len(shard.lines)} of its {planned} requests"
     return out
+
+
+def _counted(shard: ShardRecord) -> int:
+    """Requests the shard's own summary says it recorded (0 when it does not say)."""
+    requests = shard.summary.get("requests")
+    total = requests.get("total") if isinstance(requests, dict) else None
+    return int(total) if isinstance(total, int) else 0

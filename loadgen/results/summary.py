@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loadgen.records import RequestRecord
@@ -14,7 +15,7 @@ from loadgen.stats import NS, summarize
 
 if TYPE_CHECKING:
     from loadgen.config import RunConfig
-    from loadgen.targets import EngineMetadata
+    from loadgen.records import EngineMetadata
 
 CRASHED_REASON = "crashed: the run ended without writing its summary (killed?)"
 
@@ -92,6 +93,7 @@ def record_from_line(line: dict[str, Any]) -> RequestRecord:
         done_ns=_ns(line.get("done_s"), start_ns),
         token_ns=token_ns,
         prompt_tokens=line.get("prompt_tokens"),
+        cached_tokens=line.get("cached_tokens"),
         output_tokens=line.get("output_tokens") or 0,
         token_count=line.get("token_count") or "usage",
         outcome=line.get("outcome"),
@@ -102,13 +104,30 @@ def record_from_line(line: dict[str, Any]) -> RequestRecord:
 
 def read_lines(text: str) -> list[dict[str, Any]]:
     """The complete lines of a requests.jsonl (a last line cut by a kill is dropped)."""
-    out = []
-    for raw in text.splitlines():
+    return list(parse_lines(text.splitlines()))
+
+
+def parse_lines(raw_lines: Iterable[str]) -> Iterator[dict[str, Any]]:
+    """The one reader of requests.jsonl lines (report, diff, merge, store import): each complete
+    line's object; blank lines and a line cut short (a kill or a full disk mid-write) are skipped,
+    since only the last line can be torn: the journal appends whole lines."""
+    for raw in raw_lines:
+        if not raw.strip():
+            continue
         try:
-            out.append(json.loads(raw))
+            row = json.loads(raw)
         except json.JSONDecodeError:
-            continue  # only the last line can be torn: the journal appends whole lines
-    return out
+            continue
+        if isinstance(row, dict):
+            yield row
+
+
+def iter_lines(path: Path) -> Iterator[dict[str, Any]]:
+    """`parse_lines` over a requests.jsonl file, streamed (nothing when the file is missing)."""
+    if not path.is_file():
+        return
+    with path.open(errors="replace") as fh:
+        yield from parse_lines(fh)
 
 
 def rebuild_summary(manifest: dict[str, Any], lines: Sequence[dict[str, Any]]) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from loadgen.stats import NS, e2e_s, itls_s, tpot_s, ttft_s
 LABELS = ("run_id", "target", "model", "scenario")
 # All interfaces: a Prometheus in docker reaches a loadgen on the host through the host gateway.
 # `--metrics-listen-address 127.0.0.1` keeps it on this host (see README, loadgen section).
-DEFAULT_LISTEN_ADDRESS = "0.0.0.0"
+DEFAULT_LISTEN_ADDRESS = "127.0.0.1"  # loopback unless asked: compose and Kubernetes pass theirs
 PER_DECADE = 24
 
 
@@ -100,6 +100,12 @@ COUNTERS = (  # name, HELP, labels beyond LABELS
     ("loadgen_output_tokens", "Output tokens of ok requests.", ()),
     ("loadgen_slo_met_requests", "Ok requests meeting every SLO given.", ()),
 )
+CACHED_COUNTER = (
+    "loadgen_cached_prompt_tokens",
+    "Prompt tokens of ok requests the engine reported served from its prefix cache "
+    "(usage.prompt_tokens_details.cached_tokens); absent until a response carries it.",
+    (),
+)
 
 
 class FastCounters:
@@ -111,12 +117,17 @@ class FastCounters:
         self.label_values = list(labels.values())
         self.by_outcome = dict.fromkeys(OUTCOMES, 0)
         self.prompt_tokens = self.output_tokens = self.slo_met = 0
+        self.cached_tokens: int | None = None  # None until a response reported cached tokens
 
     def _families(self) -> list[CounterMetricFamily]:
         return [CounterMetricFamily(name, doc, labels=[*LABELS, *extra]) for name, doc, extra in COUNTERS]
 
+    def _cached_family(self) -> CounterMetricFamily:
+        name, doc, extra = CACHED_COUNTER
+        return CounterMetricFamily(name, doc, labels=[*LABELS, *extra])
+
     def describe(self) -> list[CounterMetricFamily]:
-        return self._families()
+        return [*self._families(), self._cached_family()]
 
     def collect(self) -> list[CounterMetricFamily]:
         requests, prompt, output, slo = families = self._families()
@@ -126,6 +137,11 @@ class FastCounters:
         prompt.add_metric(values, self.prompt_tokens)
         output.add_metric(values, self.output_tokens)
         slo.add_metric(values, self.slo_met)
+        cached = self.cached_tokens
+        if cached is not None:
+            family = self._cached_family()
+            family.add_metric(values, cached)
+            families.append(family)
         return families
 
 
@@ -208,12 +224,18 @@ class LiveMetrics:
         info.labels(*lv, *(str(run_info[k]) for k in info_keys[len(LABELS) :])).set(1)
         self._server: MetricsServer | None = None
 
+    def observe_sent(self, record: RequestRecord, late_ns: int) -> None:
+        """Account one request as it is handed to the client: its lateness then (actual hand-over
+        minus due time; a request readied ahead of its time counts 0) and its slot wait. Observed at
+        send, not at completion, so `loadgen_schedule_lag_seconds` (and LoadgenBehindSchedule) move
+        while the late requests are still in flight."""
+        self.lag.observe(max(late_ns, 0) / NS)
+        self.slot_wait.observe(record.slot_wait_ns / NS)
+
     def observe(self, record: RequestRecord, slo_met: bool) -> None:
         """Account one finished request (warmup requests only move the outcome counter)."""
         counters = self.counters
         counters.by_outcome[record.outcome or "cancelled"] += 1
-        self.lag.observe(max(record.schedule_lag_ns, 0) / NS)
-        self.slot_wait.observe(record.slot_wait_ns / NS)
         if record.outcome != "ok" or record.warmup:
             return
         for hist, value in (
@@ -227,6 +249,8 @@ class LiveMetrics:
         counters.prompt_tokens += record.input_len if record.prompt_tokens is None else record.prompt_tokens
         counters.output_tokens += record.output_tokens
         counters.slo_met += slo_met
+        if record.cached_tokens is not None:
+            counters.cached_tokens = (counters.cached_tokens or 0) + record.cached_tokens
 
     def serve(self, port: int, addr: str = DEFAULT_LISTEN_ADDRESS) -> int:
         """Serve /metrics on `addr:port` (0 picks a free port); returns the bound port."""

@@ -15,13 +15,15 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
+from infergauge.fdlimit import limit_line
 from loadgen.config import RunConfig
 from loadgen.records import RequestRecord
 from loadgen.results.journal import Journal
 from loadgen.run.backlog import Backlog, Bound, held_bytes, warning
 from loadgen.run.live_metrics import LiveMetrics
 from loadgen.run.progress import Counts, Progress
-from loadgen.stats import meets_slo
+from loadgen.run.stalls import Stalls
+from loadgen.stats import NS, meets_slo
 from loadgen.targets import Target
 from loadgen.transport.aiohttp_client import finalize
 from loadgen.transport.dispatch import Dispatcher
@@ -61,6 +63,8 @@ class Run:
         self.journal: Journal | None = None  # requests.jsonl while the run goes (crash-safe record)
         self.indices: Sequence[int] | None = None  # a shard's global request indices (None: 0, 1, ...)
         self.start_at: datetime | None = None  # a common wall-clock start (shards), else 5 ms from now
+        self.fd_said = False  # the open-files limit was said to bind (once a run)
+        self.stalls = Stalls()  # host stalls: the event loop not running (loadgen/run/stalls.py)
 
     def on_done(self, record: RequestRecord) -> None:
         """A request finished: queue it for parsing (kept off the hot path while streams run)."""
@@ -91,9 +95,15 @@ class Run:
                 item = queue.get_nowait()
             self.backlog.leave(now())
 
+    def _take(self, record: RequestRecord) -> None:
+        """Parse and account a finished request (the first step of `_parse` and `_parse_in_two`)."""
+        self.stalls.overdue(time.perf_counter_ns())  # a stall the monitor has not woken from yet
+        self.stalls.stamp(record)
+        self.account(finalize(record))
+
     def _parse(self, record: RequestRecord, size: int) -> None:
         try:
-            self.account(finalize(record))
+            self._take(record)
             if self.journal is not None:
                 self.journal.add(record, self.start_ns)
             self.sent.step(2)  # keeps up with the sends (one finishes per send), in short slices
@@ -106,7 +116,7 @@ class Run:
         encoding (each about as long as the other for 256 tokens), so the reads that came in during
         the first are stamped before the second instead of after both (ITL accuracy, #23)."""
         try:
-            self.account(finalize(record))
+            self._take(record)
             await asyncio.sleep(0)
             if self.journal is not None:
                 self.journal.add(record, self.start_ns)
@@ -141,6 +151,9 @@ class Run:
             self.metrics.observe(record, met)  # the in-flight gauge is the monitor's (4 times a second)
         if record.warmup or record.outcome == "cancelled":
             return
+        if record.outcome == "connect_error" and not self.fd_said and _out_of_fds(record.error):
+            self.fd_said = True
+            print(limit_line("loadgen"), file=sys.stderr, flush=True)
         self.finished += 1
         self.failed += record.outcome != "ok"
         rate = self.failed / self.finished
@@ -168,9 +181,11 @@ class Run:
         """Progress display, in-flight and event-loop lag gauges, journal flush (4 times a second)."""
         tick, ticks = 0.25, 0
         while True:
-            before = time.perf_counter()
+            expected = self.stalls.expected_ns = time.perf_counter_ns() + int(tick * NS)
             await asyncio.sleep(tick)
-            lag = max(time.perf_counter() - before - tick, 0.0)
+            woke = time.perf_counter_ns()
+            self.stalls.woke(expected, woke)
+            lag = max(woke - expected, 0) / NS
             ticks += 1
             if ticks % GC_TICKS == 0:  # see `paced_gc`
                 gc.collect()
@@ -187,10 +202,16 @@ class Run:
     async def dispatch(self, target: Target, workload: Any, model: str, schedule: list[int]) -> None:
         """Send every scheduled request (cancelled by `request_stop`); fills start_ns and `sent`."""
         assert self.dispatcher is not None
+        if getattr(workload, "name", None) == "sessions":  # closed-loop turns: loadgen.run.sessions
+            from loadgen.run.sessions import drive_sessions
+
+            await drive_sessions(self, target, workload, model)
+            return
         cfg = self.config
         self.start_ns = perf_base(self.start_at)
         horizon = None if cfg.duration_s is None else self.start_ns + int(cfg.duration_s * 1e9)
         indices = range(len(schedule)) if self.indices is None else self.indices
+        session_turn = getattr(workload, "session_turn", None)
         for index, offset in zip(indices, schedule, strict=True):
             spec = workload.request(index)
             path, payload = target.build_payload(
@@ -203,9 +224,16 @@ class Run:
             record = RequestRecord(
                 index, f"{self.run_id}-{index:06d}", index < cfg.warmup, due, spec.input_len, spec.output_len
             )
+            if session_turn is not None:  # a trace's conversations (loadgen.workload.trace)
+                record.session_id, record.turn_index = session_turn(index)
             if not await self.dispatcher.send_at(due, record, path, body, horizon):
                 break
             self.sent.add(spec)
+
+
+def _out_of_fds(error: str | None) -> bool:
+    """A connect error that says the process (EMFILE) or system (ENFILE) is out of descriptors."""
+    return error is not None and ("[Errno 24]" in error or "[Errno 23]" in error)
 
 
 _ROUTES: list[Callable[[signal.Signals], None]] = []  # signal handlers in force, innermost last

@@ -7,6 +7,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
+from loadgen.workload.fidelity import traffic_lines
+
 if TYPE_CHECKING:  # rich is imported only where a terminal shows the live line (not by a quiet run)
     from rich.live import Live
 
@@ -132,12 +134,34 @@ def summary_table(s: dict[str, Any]) -> str:
         row(f"Median {short} (ms):", _ms(d["p50"]))
         row(f"P90 {short} (ms):", _ms(d["p90"]))
         row(f"P99 {short} (ms):", _ms(d["p99"]))
+    rows += cache_rows(s.get("cache") or {})
     rows.append(_section("", fill="="))
+    rows.extend(traffic_lines(s))  # a trace's schedule fidelity, sessions' TTFT by turn
     if (sat := s.get("client_saturated") or {}).get("saturated"):
         rows.append(saturation_line(sat))
     if s.get("partial"):
         rows.append(f"PARTIAL RESULT: {s.get('partial_reason')}")
     return "\n".join(rows)
+
+
+def _pct(value: Any) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def cache_rows(cache: dict[str, Any]) -> list[str]:
+    """The prefix-cache hit ratios (docs/prefix-cache.md): reported, engine counters, implied bound;
+    nothing when the run has none of them."""
+    reported, implied = cache.get("reported") or {}, cache.get("implied") or {}
+    if all(x.get("hit_ratio") is None for x in (cache, reported, implied)):
+        return []
+    with_details = reported.get("requests_with_details") or 0
+    block = f"{implied.get('block_size')}-token blocks" if implied.get("hit_ratio") is not None else "none"
+    lines = [
+        (f"Reported per request ({with_details} with details):", _pct(reported.get("hit_ratio"))),
+        ("Engine cache counters (over the run):", _pct(cache.get("hit_ratio"))),
+        (f"Implied bound ({block}):", _pct(implied.get("hit_ratio"))),
+    ]
+    return [_section("Prefix Cache Hit Ratio"), *(f"{label:<40} {value:<10}" for label, value in lines)]
 
 
 def saturation_line(sat: dict[str, Any]) -> str:

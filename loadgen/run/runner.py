@@ -29,8 +29,8 @@ from loadgen.transport.dispatch import connector_limit
 from loadgen.transport.rawhttp import RawClient
 from loadgen.transport.stamping import StampingConnector
 from loadgen.workload.generator import build_workload
-from loadgen.workload.schedule import build_schedule
 from loadgen.workload.shard import ShardPlan, derived_run_id, shard_section
+from loadgen.workload.traffic import run_schedule
 
 LATE_START_S = 1.0  # a shard that starts later than this after --start-at refuses to run
 
@@ -67,7 +67,7 @@ async def run_benchmark(
     target = get_target(config.target)
     workload = build_workload(config)  # bad datasets fail before anything starts
     check_results_dir(config.results_dir)
-    schedule = build_schedule(config, limit=1_000_000)
+    schedule = run_schedule(config, workload)  # a trace's or sessions' own times, else --rate's
     run_id, extra = new_run_id(), dict[str, Any]()
     if shard is not None:
         run_id, extra = sharded(config, shard, workload, schedule)
@@ -106,6 +106,10 @@ def sharded(
     and this slice's); a schedule of unknown length cannot be split (one-line ConfigError)."""
     if config.total_requests is None and math.isinf(config.rate):
         raise ConfigError("a sharded run needs a known schedule: give --num-prompts or a finite --rate")
+    if config.traffic is not None and config.traffic.closed_loop:
+        raise ConfigError(
+            "sessions cannot be sharded (each turn waits for its answer): drop --shard/--workers"
+        )
     if shard.start_at is not None:
         late_s = (datetime.now(UTC) - shard.start_at).total_seconds()
         if late_s > LATE_START_S:  # its backlog would go out at once: a burst the schedule never had

@@ -4,6 +4,7 @@ live metrics, the start annotation), measure (the load), record (summary, manife
 from __future__ import annotations
 
 import asyncio
+import sys
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -14,21 +15,25 @@ from typing import Any
 import aiohttp
 
 import loadgen.run.annotations as grafana_notes
-from loadgen.config import ConfigError, RunConfig
-from loadgen.records import RequestRecord, RunResult
-from loadgen.results.cache_counters import CacheCounters, cache_facts, engine_counters
+from loadgen.config import NO_EXPORTER, ConfigError, RunConfig
+from loadgen.records import EngineMetadata, RequestRecord, RunResult
 from loadgen.results.journal import Journal
-from loadgen.results.manifest import public_url
+from loadgen.results.manifest import public_url, unknown_params
+from loadgen.results.prompt_cache import engine_block_size, run_cache_facts
 from loadgen.results.record import ManifestFacts, build_manifest, write_run
 from loadgen.results.rundir import write_json
 from loadgen.results.summary import build_summary
+from loadgen.run.engine_tokenize import measure_on_engine
 from loadgen.run.live_metrics import LiveMetrics, RunLabels
 from loadgen.run.measure import Run, execute, linger, paced_gc, route_signals
-from loadgen.targets import EngineMetadata, Target
+from loadgen.targets import Target
+from loadgen.targets.cache_counters import CacheCounters, engine_counters
+from loadgen.targets.preset import mismatch_warning
 from loadgen.transport.aiohttp_client import finalize
 from loadgen.transport.dispatch import Dispatcher
 from loadgen.transport.rawhttp import RawClient
 from loadgen.workload.shard import ShardPlan
+from loadgen.workload.traffic import traffic_summary
 
 OnResult = Callable[[RunResult], None]
 EXIT_NOT_WRITTEN = 3  # the run was measured but some of its files could not be written
@@ -87,17 +92,28 @@ async def run_steps(ctx: RunContext) -> RunResult:
 
 async def _prepare(ctx: RunContext) -> Run:
     """Engine metadata and model, the exporter's manifest, the run state and its live metrics."""
-    from loadgen.results.exporter_client import attach_exporter
+    from loadgen.targets.exporter_client import attach_exporter, attached_line
 
     assert ctx.meta_session is not None
     ctx.meta = meta = await ctx.target.fetch_metadata(ctx.meta_session, ctx.base_url)
+    mismatch = mismatch_warning(meta, ctx.base_url)
+    if mismatch:
+        print(mismatch, file=sys.stderr, flush=True)
     ctx.model = ctx.config.model or meta.model or ""
     if not ctx.model:
         raise ConfigError(f"{ctx.base_url}/v1/models lists no model: pass --model")
     async with aiohttp.ClientSession() as plain:  # never send the engine's API key to the exporter
         ctx.exporter = await attach_exporter(plain, ctx.config.exporter_url, ctx.base_url)
+    named = ctx.config.exporter_url not in (None, NO_EXPORTER)  # `none`: the user chose no exporter
+    if (
+        ctx.exporter[0] is not None
+        or named
+        or (ctx.config.target != "sim" and ctx.config.exporter_url is None)
+    ):
+        print(attached_line(*ctx.exporter), file=sys.stderr, flush=True)  # the embedded sim has none
     await _read_cache_counters(ctx)
     ctx.workload.clip_to_model_len(meta.max_model_len)  # before the first request is drawn
+    await measure_on_engine(ctx.workload, ctx.meta_session, ctx.base_url, ctx.model)  # --tokenizer engine
     run = ctx.run = Run(ctx.config, ctx.run_id, ctx.progress)
     if ctx.shard is not None:
         run.indices = ctx.shard.indices(ctx.shard.index + len(ctx.schedule) * ctx.shard.count)
@@ -105,8 +121,13 @@ async def _prepare(ctx: RunContext) -> Run:
     ctx.started = datetime.now(UTC)
     if ctx.shard is not None and ctx.shard.start_at is not None:  # shards start together: at start_at
         ctx.started = max(ctx.started, ctx.shard.start_at)
-    run.journal = _start_record(ctx, run.release)
+    # bound before the run folder exists: a busy --metrics-port leaves no ghost `running` record
     run.metrics = _start_metrics(ctx.config, ctx.run_id, ctx.model, meta, ctx.base_url)
+    try:
+        run.journal = _start_record(ctx, run.release)
+    except BaseException:
+        run.metrics.stop()
+        raise
     return run
 
 
@@ -116,6 +137,14 @@ def _start_record(ctx: RunContext, on_written: Callable[[RequestRecord], None]) 
     facts = ManifestFacts(ctx.workload, "", [], ctx.meta, ctx.base_url, *ctx.exporter)
     manifest = build_manifest(ctx.config, ctx.run_id, facts, ctx.started, ctx.started, None)
     manifest.update(ctx.manifest_extra, status="running", ended_at=None)
+    unknown = unknown_params(manifest.get("engine") or {})
+    if unknown:
+        print(
+            f"warning: engine facts unknown: {', '.join(unknown)} (launch flags not read: "
+            "attach an exporter that watches the engine, or serve its server info)",
+            file=sys.stderr,
+            flush=True,
+        )
     try:
         write_json(run_dir / "manifest.json", manifest)
     except OSError as exc:
@@ -161,6 +190,7 @@ async def _announce(ctx: RunContext, run: Run) -> None:
         config.max_concurrency,
         run.on_done,
         raw=ctx.raw,
+        on_sent=run.metrics.observe_sent,
     )
 
 
@@ -198,13 +228,17 @@ def _record(ctx: RunContext, run: Run) -> RunResult:
         itl_ns,
     )
     summary["client_saturated"] = run.backlog.report()
+    summary["host_stalls"] = run.stalls.report(records)
+    summary.update(traffic_summary(ctx.workload, records))
     if itl_missing is not None:
         summary["itl_s"]["incomplete"] = f"ITLs of journaled requests unreadable: {itl_missing}"
     sent_schedule = ctx.schedule[: len(records)]
     facts = ManifestFacts(ctx.workload, ctx.fingerprint, sent_schedule, ctx.meta, ctx.base_url, *ctx.exporter)
     manifest = build_manifest(config, run_id, facts, ctx.started, ctx.ended, run.stop_reason)
     manifest.update(ctx.manifest_extra)
-    summary["cache"] = cache_facts(ctx.cache_counters)
+    summary["cache"] = run_cache_facts(
+        ctx.cache_counters, records, ctx.workload, engine_block_size(manifest), summary["total_input_tokens"]
+    )
     manifest["cache"] = {**manifest["cache"], **summary["cache"]}
     lines = run.journal.lines() if run.journal is not None else None
     try:

@@ -8,6 +8,7 @@ import multiprocessing
 import os
 import queue
 import signal
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -25,6 +26,18 @@ from loadgen.workload.shard import ShardPlan
 Outcome = tuple[int, int, str]  # (worker index, exit code, run folder or error line)
 TICK_S = 0.25
 POLL_S = 1.0  # the progress line's partial polls of the workers (and how soon their end is seen)
+
+
+def died(index: int, pid: int | None, exitcode: int) -> str:
+    """How a worker ended without reporting: `worker 1 (pid 4242) killed by SIGKILL`."""
+    if exitcode < 0:
+        try:
+            how = f"killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            how = f"killed by signal {-exitcode}"
+    else:
+        how = f"exited with code {exitcode}"
+    return f"worker {index} (pid {pid}) {how} before writing its record"
 
 
 class Coordinator:
@@ -66,7 +79,7 @@ class Coordinator:
         ctx = multiprocessing.get_context("spawn")
         results: Any = ctx.Queue()
         procs = [
-            ctx.Process(target=main, args=(c, p, results, core), daemon=True)
+            ctx.Process(target=main, args=(c, p, results, core, os.getpid()), daemon=True)
             for c, p, core in zip(configs, plans, self.cores.workers, strict=True)
         ]
         self.scrapes.start([f"http://127.0.0.1:{c.metrics_port}/metrics" for c in configs if c.metrics_port])
@@ -97,7 +110,11 @@ class Coordinator:
             except queue.Empty:
                 for i, proc in enumerate(procs):  # a worker killed before reporting
                     if i not in outcomes and proc.exitcode is not None and results.empty():
-                        outcomes[i] = (i, 1, f"exited with code {proc.exitcode} before writing its record")
+                        outcomes[i] = (i, 1, died(i, proc.pid, proc.exitcode))
+                        self.progress.close()  # the warning on its own line
+                        print(
+                            f"warning: {outcomes[i][2]}: its journaled requests are merged", file=sys.stderr
+                        )
             if time.time() >= start:  # no progress line before the common start
                 self.progress.update(self.counts())
         for proc in procs:

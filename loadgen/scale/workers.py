@@ -12,6 +12,7 @@ and the coordinator on one more when there are enough (loadgen.scale.pinning; th
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 import signal
 import socket
@@ -27,6 +28,7 @@ from loadgen.results.rundir import new_run_id
 from loadgen.results.shard_record import read_shard
 from loadgen.run.runner import check_results_dir, embedded_engine
 from loadgen.scale.coordinate import Coordinator
+from loadgen.scale.orphans import die_with_parent, note_coordinator
 from loadgen.scale.pinning import CorePlan, pin, plan_cores, usable_cores
 from loadgen.workload.shard import ShardPlan, parse_start_at
 
@@ -79,9 +81,13 @@ def worker_configs(
     ]
 
 
-def worker_main(config: RunConfig, plan: ShardPlan, results: Any, core: int | None = None) -> None:
+def worker_main(
+    config: RunConfig, plan: ShardPlan, results: Any, core: int | None = None, parent: int | None = None
+) -> None:
     """One worker process on its core: its shard of the run; reports (index, exit code, run folder
-    or error)."""
+    or error). It stops (SIGTERM: a partial record) when its coordinator `parent` dies."""
+    if parent is not None:
+        die_with_parent(parent)
     pin(None if core is None else [core])
     from loadgen.run.runner import run_benchmark_sync
 
@@ -92,17 +98,21 @@ def worker_main(config: RunConfig, plan: ShardPlan, results: Any, core: int | No
         if not recorded:
             raise KeyboardInterrupt
 
+    def report(code: int, what: str) -> None:
+        if parent is None or os.getppid() == parent:  # nobody reads the queue of a dead coordinator
+            results.put((plan.index, code, what))
+
     try:
         result = run_benchmark_sync(
             config, progress=False, shard=plan, on_result=recorded.append, late_signals=late
         )
     except ConfigError as exc:
-        results.put((plan.index, 2, str(exc)))
+        report(2, str(exc))
         return
     except KeyboardInterrupt:
-        results.put((plan.index, 1, "stopped before its run began"))
+        report(1, "stopped before its run began")
         return
-    results.put((plan.index, result.exit_code, str(result.result_dir)))
+    report(result.exit_code, str(result.result_dir))
 
 
 def coordinator_config(manifest: dict[str, Any], config: RunConfig, cores: CorePlan) -> None:
@@ -128,6 +138,7 @@ def run_workers(
         start_at = parse_start_at(params["start_at"])
     run_id = params.get("run_id") or new_run_id()
     tmp = Path(tempfile.mkdtemp(prefix=f".workers-{run_id}-", dir=config.results_dir))
+    note_coordinator(tmp)  # a later loadgen rebuilds the run from here if this process dies
     cores = plan_cores(usable_cores(), workers)
     coordinator = Coordinator(config, run_id, progress, cores)
     try:
@@ -136,7 +147,7 @@ def run_workers(
             configs = worker_configs(config, base_url, workers, tmp, serve)
             plans = [ShardPlan(i, workers, start_at, run_id) for i in range(workers)]
             outcomes = coordinator.run(worker_main, configs, plans)
-        result = _record(config, run_id, outcomes, cores)
+        result = _record(config, run_id, outcomes, cores, tmp)
     except BaseException:
         if not any(tmp.glob("shard-*/*/manifest.json")):
             shutil.rmtree(tmp, ignore_errors=True)  # nothing measured: nothing half-written left
@@ -149,15 +160,36 @@ def run_workers(
     return result
 
 
+def record_dirs(
+    outcomes: list[tuple[int, int, str]], run_id: str, tmp: Path
+) -> tuple[list[Path], dict[int, str]]:
+    """The workers' run folders to merge, and why each worker that died unreported is not whole:
+    a killed worker's folder is still there (its start manifest and the requests it journaled),
+    read back as a crashed shard."""
+    dirs: list[Path] = []
+    causes: dict[int, str] = {}
+    for index, code, where in outcomes:
+        if code == 2:
+            continue
+        if Path(where).is_dir():
+            dirs.append(Path(where))
+            continue
+        journaled = tmp / f"shard-{index}" / run_id
+        if (journaled / "manifest.json").is_file():
+            dirs.append(journaled)
+            causes[index] = f"{where.split(' before ')[0]}: its journaled requests merged"
+    return dirs, causes
+
+
 def _record(
-    config: RunConfig, run_id: str, outcomes: list[tuple[int, int, str]], cores: CorePlan
+    config: RunConfig, run_id: str, outcomes: list[tuple[int, int, str]], cores: CorePlan, tmp: Path
 ) -> RunResult:
     """Merge the workers' records into the run's (ConfigError when no worker wrote one)."""
-    dirs = [Path(where) for _, code, where in outcomes if code != 2 and Path(where).is_dir()]
+    dirs, causes = record_dirs(outcomes, run_id, tmp)
     if not dirs:
         errors = dict.fromkeys(where for _, code, where in outcomes if code == 2)
         raise ConfigError("; ".join(errors) or "no worker wrote a record")
-    merged = merge([read_shard(d) for d in dirs])
+    merged = merge([read_shard(d) for d in dirs], causes)
     coordinator_config(merged.manifest, config, cores)
     written = write_merged(config.results_dir, merged, dirs)
     partial = bool(merged.summary["partial"])

@@ -24,7 +24,8 @@ class StoreInfo:
 
     store: str
     schema_version: int
-    runs: int
+    runs: int  # whole runs (a merged run counts once)
+    shard_rows: int = 0  # rows of the shards of `--shard i/N` runs (schema 4 on), not counted in runs
 
 
 class Store:
@@ -98,8 +99,13 @@ class Store:
     def info(self) -> StoreInfo:
         """Schema version and number of runs (read only: an older schema is not migrated)."""
         version = self.version()
-        runs = int(self._one(schema.COUNT_RUNS) or 0) if version else 0
-        return StoreInfo(self.url.public, version, runs)
+        if not version:
+            return StoreInfo(self.url.public, version, 0)
+        if version < 4:  # before shard rows were marked
+            return StoreInfo(self.url.public, version, int(self._one(schema.COUNT_RUNS) or 0))
+        whole = int(self._one(f"{schema.COUNT_RUNS} WHERE {schema.WHOLE_RUNS}") or 0)
+        shards = int(self._one(f"{schema.COUNT_RUNS} WHERE NOT ({schema.WHOLE_RUNS})") or 0)
+        return StoreInfo(self.url.public, version, whole, shards)
 
 
 @contextlib.contextmanager

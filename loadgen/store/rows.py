@@ -124,6 +124,17 @@ _FIGURES.update(
 )
 
 
+def shard_of(manifest: Doc) -> str | None:
+    """`i/N` when the record is one shard of a sharded run (`loadgen run --shard`), else None."""
+    index, count = integer(dig(manifest, "shard", "index")), integer(dig(manifest, "shard", "count"))
+    return None if index is None or count is None else f"{index}/{count}"
+
+
+def row_key(run_id: str, shard: str | None) -> str:
+    """The row's key: the run id, or `<run_id>/shard-<i>` for a shard (its merged run has the id)."""
+    return run_id if shard is None else f"{run_id}/shard-{shard.split('/')[0]}"
+
+
 def build_row(manifest: Doc, summary: Doc) -> Doc:
     """The `runs` row of one run record (every column of schema.RUNS_COLUMNS)."""
     manifest, summary = finite_json(manifest), finite_json(summary)
@@ -157,7 +168,9 @@ def build_row(manifest: Doc, summary: Doc) -> Doc:
         "manifest": manifest,
         "summary": summary,
         "row_hash": content_hash(manifest, summary),
+        "shard": shard_of(manifest),
     }
     if not row["run_id"]:
         raise ValueError("the record names no run_id")
+    row["run_id"] = row_key(str(row["run_id"]), row["shard"])
     return row

@@ -21,6 +21,7 @@ class Dialect:
     placeholder: Callable[[str], str]  # a named parameter
     distinct: str  # "the values differ, NULLs included"
     has_table: str  # one row when the table (parameter `name`) exists
+    json_text: Callable[[str, str], str]  # (column, "a.b") -> the text at that path of a JSON column
 
 
 SQLITE = Dialect(
@@ -31,6 +32,7 @@ SQLITE = Dialect(
     lambda name: f":{name}",
     "IS NOT",
     "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = :name",
+    lambda column, path: f"json_extract({column}, '$.{path}')",
 )
 POSTGRESQL = Dialect(
     "postgresql",
@@ -47,6 +49,7 @@ POSTGRESQL = Dialect(
     lambda name: f"%({name})s",
     "IS DISTINCT FROM",
     "SELECT 1 FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = %(name)s",
+    lambda column, path: f"({column} #>> '{{{','.join(path.split('.'))}}}')",
 )
 DIALECTS = {d.name: d for d in (SQLITE, POSTGRESQL)}
 
@@ -96,7 +99,13 @@ RUNS_V1: tuple[tuple[str, str], ...] = (
 )
 # Version 2: a hash of the run's manifest + summary (import tells unchanged from updated rows).
 RUNS_V2: tuple[tuple[str, str], ...] = (("row_hash", TEXT),)
-RUNS_COLUMNS = RUNS_V1 + RUNS_V2
+# Version 4: `shard` is "i/N" on the row of one shard of a sharded run (`loadgen run --shard`), NULL
+# on a whole run (one process, or `loadgen merge`'s merged run). A shard row is keyed
+# `<run_id>/shard-<i>` (its shards and the merged run share one run id): baselines and dashboards read
+# only `shard IS NULL` rows, so a shard's slice never counts as a run.
+RUNS_V4: tuple[tuple[str, str], ...] = (("shard", TEXT),)
+RUNS_COLUMNS = RUNS_V1 + RUNS_V2 + RUNS_V4
+WHOLE_RUNS = "shard IS NULL"  # the condition every reader of whole runs adds
 COLUMN_KINDS = dict(RUNS_COLUMNS)
 
 # Version 3: the change points `loadgen baseline check` found, one row per (suite, series, metric, first
@@ -148,8 +157,17 @@ def _v3(d: Dialect) -> list[str]:
     ]
 
 
+def _v4(d: Dialect) -> list[str]:
+    # rows written before version 4 by a shard (keyed by the shared run id) are marked as shards
+    index, count = d.json_text("manifest", "shard.index"), d.json_text("manifest", "shard.count")
+    return [
+        *(f"ALTER TABLE runs ADD COLUMN {name} {d.types[kind]}" for name, kind in RUNS_V4),
+        f"UPDATE runs SET shard = {index} || '/' || {count} WHERE {index} IS NOT NULL",
+    ]
+
+
 # Migration N brings a database from version N-1 to N; one transaction each.
-MIGRATIONS: tuple[Callable[[Dialect], list[str]], ...] = (_v1, _v2, _v3)
+MIGRATIONS: tuple[Callable[[Dialect], list[str]], ...] = (_v1, _v2, _v3, _v4)
 LATEST = len(MIGRATIONS)
 
 CREATE_VERSION_TABLE = "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"

@@ -1,31 +1,18 @@
-"""What every target shares: the OpenAI request shape, metadata types and small HTTP helpers."""
+"""What every target shares: the OpenAI request shape, the flush result and small HTTP helpers
+(`EngineMetadata`, a plain record, lives in loadgen/records.py)."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import aiohttp
 
+from loadgen.records import EngineMetadata
 from loadgen.workload.generator import RequestSpec
 
 META_TIMEOUT = aiohttp.ClientTimeout(total=5)
-
-
-@dataclass(frozen=True)
-class EngineMetadata:
-    """Facts the engine reports about itself over HTTP."""
-
-    engine: str
-    version: str | None = None
-    model: str | None = None
-    max_model_len: int | None = None
-    server_args: dict[str, Any] = field(default_factory=dict)
-    models: list[str] = field(default_factory=list)
-    sources: list[str] = field(default_factory=list)
-    speaks: str | None = None  # the engine its metadata bodies were recognised as (detect_http)
-    server_info_path: str = ""  # the endpoint server_args came from
 
 
 @dataclass(frozen=True)
@@ -45,6 +32,15 @@ async def get_json(session: aiohttp.ClientSession, url: str) -> Any | None:
                 return None
             return json.loads(await resp.read())
     except (aiohttp.ClientError, TimeoutError, ValueError):
+        return None
+
+
+async def get_text(session: aiohttp.ClientSession, url: str) -> str | None:
+    """GET a text body (a /metrics page); None on any error or non-200 answer."""
+    try:
+        async with session.get(url, timeout=META_TIMEOUT) as resp:
+            return (await resp.read()).decode(errors="replace") if resp.status == 200 else None
+    except (aiohttp.ClientError, TimeoutError):
         return None
 
 

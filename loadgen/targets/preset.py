@@ -8,13 +8,16 @@ or the simulated engine in either personality, still reads the right fields.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any, ClassVar
 
 import aiohttp
 
 from infergauge import engines
 from infergauge.engines.base import EngineSpec
-from loadgen.targets.base import EngineMetadata, FlushResult, Target, get_json, models_info, post_status
+from infergauge.engines.resolve import info_metric_args
+from loadgen.records import EngineMetadata
+from loadgen.targets.base import FlushResult, Target, get_json, get_text, models_info, post_status
 
 
 def default_url(engine: str) -> str:
@@ -80,9 +83,43 @@ class EnginePreset(Target):
     engine: ClassVar[str]
 
     async def fetch_metadata(self, session: aiohttp.ClientSession, base_url: str) -> EngineMetadata:
-        """Version, models and server args from whichever engine's endpoints answer."""
-        return metadata_from_bodies(self.engine, await fetch_bodies(session, base_url))
+        """Version, models and server args from whichever engine's endpoints answer; a server that
+        answers as another registered engine is recorded as that engine (`asked_engine` keeps the preset)."""
+        meta = metadata_from_bodies(self.engine, await fetch_bodies(session, base_url))
+        return await with_info_metric(session, base_url, answered_as(meta, self.engine))
 
     async def flush_cache(self, session: aiohttp.ClientSession, base_url: str) -> FlushResult:
         """The engine's own flush endpoint."""
         return await flush_with(engines.get(self.engine), session, base_url)
+
+
+def answered_as(meta: EngineMetadata, preset: str) -> EngineMetadata:
+    """`meta` labelled with the engine its bodies were recognised as, when that is not `preset`."""
+    if meta.speaks is None or meta.speaks == preset:
+        return meta
+    return dataclasses.replace(meta, engine=meta.speaks, asked_engine=preset)
+
+
+def mismatch_warning(meta: EngineMetadata, base_url: str) -> str | None:
+    """The console line for a `--target` that is not the engine that answered (None when it is)."""
+    if meta.asked_engine is None:
+        return None
+    version = f" {meta.version}" if meta.version else ""
+    told = meta.server_info_path or (meta.sources[0] if meta.sources else "its endpoints")
+    return (
+        f"warning: --target {meta.asked_engine} but {base_url} answers as {meta.engine}{version} "
+        f"(from {told}); recorded as engine {meta.engine}"
+    )
+
+
+async def with_info_metric(
+    session: aiohttp.ClientSession, base_url: str, meta: EngineMetadata
+) -> EngineMetadata:
+    """`meta` with the values the engine's info metric states on its /metrics (vLLM's effective
+    `gpu_memory_utilization`, `block_size`, ... in `vllm:cache_config_info`), when it has one."""
+    spec = engines.ENGINES.get(meta.speaks or "")
+    if spec is None or spec.info_metric is None:
+        return meta
+    text = await get_text(session, f"{base_url}{spec.info_metric.path}")
+    reported = info_metric_args(spec, text) if text else {}
+    return dataclasses.replace(meta, reported=reported) if reported else meta

@@ -12,10 +12,17 @@ import dataclasses
 import aiohttp
 
 from infergauge import engines
-from loadgen.targets.base import EngineMetadata, FlushResult
-from loadgen.targets.preset import EnginePreset, fetch_bodies, flush_with, metadata_from_bodies
+from loadgen.records import EngineMetadata
+from loadgen.targets.base import FlushResult
+from loadgen.targets.preset import (
+    EnginePreset,
+    fetch_bodies,
+    flush_with,
+    metadata_from_bodies,
+    with_info_metric,
+)
 
-DEFAULT_PERSONALITY = "vllm"  # simengine's own default (`--personality`)
+DEFAULT_PERSONALITY = engines.get("simengine").plays[0]  # simengine's own default (`--personality`)
 
 
 class SimTarget(EnginePreset):
@@ -30,6 +37,7 @@ class SimTarget(EnginePreset):
     async def fetch_metadata(self, session: aiohttp.ClientSession, base_url: str) -> EngineMetadata:
         """The personality's metadata, labelled `simengine`."""
         meta = metadata_from_bodies(self.engine, await fetch_bodies(session, base_url))
+        meta = await with_info_metric(session, base_url, meta)
         args = {"personality": meta.speaks, **meta.server_args}
         return dataclasses.replace(meta, server_args=args)
 

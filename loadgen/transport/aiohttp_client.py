@@ -17,6 +17,7 @@ from array import array
 from typing import Any
 
 import aiohttp
+from aiohttp.http_exceptions import HttpProcessingError
 
 from loadgen.records import RequestRecord, mark_cut_short
 from loadgen.transport.sse import ProtocolError, parse_stream
@@ -34,6 +35,7 @@ def _finish_from_stream(record: RequestRecord, reads: list[tuple[int, bytes]], c
     if parsed.token_ns:
         record.first_ns, record.last_ns = parsed.token_ns[0], parsed.token_ns[-1]
     record.prompt_tokens = parsed.prompt_tokens
+    record.cached_tokens = parsed.cached_tokens
     if parsed.completion_tokens is not None:
         record.output_tokens, record.token_count = parsed.completion_tokens, "usage"
     else:
@@ -82,18 +84,39 @@ async def send_request(
         mark_cut_short(record, reads, "timeout", "no complete response within --request-timeout")
     except aiohttp.ClientConnectorError as exc:  # before ClientOSError, its base: refused, unreachable
         mark_cut_short(record, reads, "connect_error", f"{type(exc).__name__}: {str(exc)[:200]}")
-    except (
-        aiohttp.ClientPayloadError,
-        aiohttp.ServerDisconnectedError,
-        aiohttp.ClientOSError,
-        aiohttp.ClientConnectionError,
-    ) as exc:
-        mark_cut_short(record, reads, "disconnect", f"{type(exc).__name__}: {str(exc)[:200]}")
+    except aiohttp.ClientPayloadError as exc:  # a body cut short, or one whose framing is broken
+        mark_cut_short(record, reads, payload_outcome(exc), _one_line(exc))
+    except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, aiohttp.ClientConnectionError) as exc:
+        mark_cut_short(record, reads, "disconnect", _one_line(exc))
+    except (aiohttp.ClientResponseError, HttpProcessingError) as exc:  # bytes that are not HTTP
+        mark_cut_short(record, reads, "protocol_error", _one_line(exc))
+    except Exception as exc:  # noqa: BLE001 - every failure is an outcome (a bug of ours says its type)
+        mark_cut_short(record, reads, "protocol_error", f"unexpected {_one_line(exc)}")
     return record
+
+
+def _one_line(exc: BaseException) -> str:
+    """`Type: message` on one line, at most about 200 characters."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:200]}"
+
+
+def payload_outcome(exc: aiohttp.ClientPayloadError) -> str:
+    """`disconnect` when the body stopped before its end (the connection closed: aiohttp says the
+    payload "is not completed" or not enough data came), `protocol_error` when its framing is broken."""
+    text = f"{exc} {exc.__cause__ or ''}".lower()
+    return "disconnect" if "not completed" in text or "not enough data" in text else "protocol_error"
 
 
 def finalize(record: RequestRecord) -> RequestRecord:
     """Parse the stamped body (kept raw while the run is busy) into token times, counts and outcome."""
+    status = record.http_status
+    if record.outcome is None and status is not None and status != 200:
+        # an error status cut short (the stop, a timeout, a reset mid-body): its body is not a stream
+        reads, record.raw = record.raw or [], None
+        text = b"".join(data for _, data in reads).decode(errors="replace")
+        record.outcome, record.error = "http_error", f"HTTP {status}: {text.strip()[:300]}"
+        return record
     if record.raw is not None:
         reads, record.raw = record.raw, None
         _finish_from_stream(record, reads, complete=record.fallback is None)

@@ -22,9 +22,10 @@ from typing import cast
 from urllib.parse import unquote, urlsplit
 
 from loadgen.records import RequestRecord, mark_cut_short
-from loadgen.transport.stamping import ChunkedBody, Reads
+from loadgen.transport.stamping import MAX_CHUNK_HEAD, ChunkedBody, Reads, chunk_size_prefix
 
 MAX_HEAD = 65536
+_STATUS_START = b"HTTP/1."  # what every response head starts with
 _now = time.perf_counter_ns
 _FD_LOCK = threading.Lock()  # a connection's write descriptor is closed and written under it
 
@@ -168,6 +169,9 @@ class _Conn(asyncio.Protocol):
             self.buf = buf
             if len(buf) > MAX_HEAD:
                 self._fail(RawProtocolError("response head too long"))
+            elif not _STATUS_START.startswith(buf[: len(_STATUS_START)]):  # random bytes: fail now
+                line = buf.split(b"\r\n", 1)[0][:80].decode("latin-1")
+                self._fail(RawProtocolError(f"invalid status line {line!r}"))
             return
         head, body = buf[:cut].decode("latin-1").split("\r\n"), buf[cut + 4 :]
         self.buf = b""
@@ -221,6 +225,9 @@ class _Conn(asyncio.Protocol):
         self.mode, buf = "tail", self.buf + data
         cut = buf.find(b"\r\n")
         if cut < 0:
+            if len(buf) > MAX_CHUNK_HEAD or not chunk_size_prefix(buf):
+                self._fail(RawProtocolError(f"invalid chunk size line {buf[:40]!r}"))
+                return
             self.buf = buf
             return
         try:
@@ -258,7 +265,10 @@ class _Conn(asyncio.Protocol):
             self._done(time.perf_counter_ns())
             return
         if self.waiter is not None and not self.waiter.done():
-            where = "before the response head" if not self.mode else "mid-body"
+            if not self.mode and self.buf:  # the server stopped inside a head: a connection cut short
+                where = f"after {len(self.buf)} bytes of the response head"
+            else:
+                where = "before the response head" if not self.mode else "mid-body"
             why = f"{type(exc).__name__}: {exc} ({where})" if exc else f"server closed the connection {where}"
             self.waiter.set_exception(ConnectionResetError(why))
 

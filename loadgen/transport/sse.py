@@ -45,6 +45,7 @@ class ParsedStream:
     token_ns: list[int] = field(default_factory=list)
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens (None: not sent)
     done: bool = False
     error: str | None = None
     finish_reason: str | None = None
@@ -102,6 +103,9 @@ def _absorb(parsed: ParsedStream, t: int, obj: Any, count_token: bool = True) ->
             parsed.completion_tokens = int(usage["completion_tokens"])
         if usage.get("prompt_tokens") is not None:
             parsed.prompt_tokens = int(usage["prompt_tokens"])
+        details = usage.get("prompt_tokens_details")
+        if type(details) is dict and details.get("cached_tokens") is not None:
+            parsed.cached_tokens = int(details["cached_tokens"])
 
 
 def _data_items(reads: list[tuple[int, bytes]], parsed: ParsedStream) -> tuple[list[int], list[bytes]]:

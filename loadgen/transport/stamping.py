@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 import time
 from typing import Any
 
@@ -108,7 +109,7 @@ class ChunkedBody:
                 continue
             cut = buf.find(b"\r\n", pos, pos + MAX_CHUNK_HEAD)
             if cut < 0:
-                if n - pos >= MAX_CHUNK_HEAD:
+                if n - pos >= MAX_CHUNK_HEAD or not chunk_size_prefix(buf[pos:]):
                     rest = buf[pos:]
                 else:
                     self.head = buf[pos:]
@@ -125,6 +126,15 @@ class ChunkedBody:
             self.pieces.append((t, b"".join(body)))
             self.marks.append(0)
         return rest
+
+
+_SIZE_PREFIX = re.compile(rb"[0-9A-Fa-f]*(?:[ \t]*;[^\r\n]*)?\r?")
+
+
+def chunk_size_prefix(data: bytes) -> bool:
+    """True when `data` (no CRLF yet) can still become a chunk-size line: hex digits, then maybe
+    `;extensions`. Random bytes fail at once instead of waiting for a CRLF that never comes."""
+    return _SIZE_PREFIX.fullmatch(data) is not None
 
 
 def _chunked_head(head: bytes) -> bool:
@@ -150,7 +160,8 @@ class StampingHandler(ResponseHandler):
             if rest is None:
                 return
             self._chunked = None
-            data = rest
+            self._parse_rest(rest)
+            return
         cut = data.find(b"\r\n\r\n")
         if cut < 0:
             super().data_received(data)
@@ -166,8 +177,21 @@ class StampingHandler(ResponseHandler):
                 data = body.feed(arrived, data) or b""
                 if data:
                     self._chunked = None
+                    self._parse_rest(data)
+                    return
         if data:
             super().data_received(data)
+
+    def _parse_rest(self, rest: bytes) -> None:
+        """Hand the body's bytes from a chunk boundary on to aiohttp's parser; when it rejects them
+        (random bytes for a chunk size), the body's reader gets the error too, not only the connection
+        (else the reading task would wait for its timeout)."""
+        payload = getattr(self, "_payload", None)
+        super().data_received(rest)
+        failed = self.exception()
+        if failed is not None and isinstance(payload, StreamReader) and not payload.is_eof():
+            cause = failed.__cause__ or failed
+            payload.set_exception(aiohttp.ClientPayloadError(f"invalid chunked body: {cause}"))
 
     def _stamp(self, payload: StreamReader, head: bytes, arrived: int) -> None:
         key = id(payload)

@@ -244,8 +244,12 @@ class JsonlWorkload:
 Workload = SyntheticWorkload | JsonlWorkload
 
 
-def build_workload(config: RunConfig) -> Workload:
+def build_workload(config: RunConfig) -> Any:
     """The workload the config names."""
+    if config.traffic is not None and config.traffic.kind != "none":
+        from loadgen.workload.traffic import build_traffic_workload  # it imports this module
+
+        return build_traffic_workload(config)
     if config.resolved_workload == "jsonl":
         return JsonlWorkload(config)
     return SyntheticWorkload(config)

@@ -51,14 +51,15 @@ def build_choices(
     return choices
 
 
-def usage_body(group: RequestGroup, **extra: Any) -> dict[str, Any]:
-    """The `usage` object of a non-streaming response (engine-specific fields appended)."""
+def usage_body(group: RequestGroup, cached_tokens: int | None = None, **extra: Any) -> dict[str, Any]:
+    """The `usage` object of a non-streaming response (engine-specific fields appended);
+    `cached_tokens` (None: not reported) goes in `prompt_tokens_details`."""
     p, c = group.prompt_tokens, group.completion_tokens
     return {
         "prompt_tokens": p,
         "total_tokens": p + c,
         "completion_tokens": c,
-        "prompt_tokens_details": None,
+        "prompt_tokens_details": None if cached_tokens is None else {"cached_tokens": cached_tokens},
         **extra,
     }
 
@@ -96,6 +97,11 @@ class Personality:
     def __init__(self, state: AppState) -> None:
         self.state = state
 
+    def needs_auth(self, path: str) -> bool:
+        """Whether `--api-key` guards `path`: every `/v1` route (`/v1/models` too), as vLLM's middleware
+        does; health, metrics and metadata routes stay open (probes and the exporter read them)."""
+        return path.startswith("/v1")
+
     def request_id(self, chat: bool) -> str:
         raise NotImplementedError
 
@@ -104,6 +110,10 @@ class Personality:
 
     def error(self, status: int, message: str, err_type: str, param: str | None = None) -> web.Response:
         raise NotImplementedError
+
+    def reported_cached_tokens(self, group: RequestGroup) -> int | None:
+        """`usage.prompt_tokens_details.cached_tokens` of a finished request (None: no details)."""
+        return None
 
     def unknown_model(self, model: str) -> web.Response | None:
         """The response to a request naming another model (None = serve it anyway, as SGLang does)."""

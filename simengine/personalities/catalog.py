@@ -15,6 +15,7 @@ DEFAULT = "vllm"  # `--personality` when none is given
 STARTS_WITH: dict[str, dict[str, Any]] = {
     "vllm": {"engine_version": "0.33.0+sim"},
     "sglang": {"engine_version": "0.5.23+sim", "block_size": 1},  # SGLang's --page-size default
+    "llamacpp": {"engine_version": "b8000-sim"},  # llama-server's build_info: b<build>-<commit>
 }
 NAMES = tuple(STARTS_WITH)
 

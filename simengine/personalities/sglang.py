@@ -61,6 +61,7 @@ def sglang_server_args(cfg: SimConfig) -> dict[str, Any]:
             "page_size": cfg.block_size,
             "tp_size": cfg.tensor_parallel_size,
             "disable_radix_cache": not cfg.enable_prefix_caching,
+            "enable_cache_report": cfg.enable_prompt_tokens_details,
             "random_seed": cfg.seed,
             "dtype": "auto" if cfg.dtype in ("bf16", "auto") else cfg.dtype,
             "api_key": cfg.effective_args()["api_key"],
@@ -89,6 +90,14 @@ class SglangPersonality(Personality):
 
     def request_id(self, chat: bool) -> str:
         return uuid.uuid4().hex
+
+    def reported_cached_tokens(self, group: RequestGroup) -> int | None:
+        """With --enable-cache-report, the radix-cache hits summed over the request's prompts, and
+        only when above 0 (`UsageProcessor._details_if_cached`); without the flag, no details."""
+        if not self.state.cfg.enable_prompt_tokens_details:
+            return None
+        cached = sum(seq.cached_tokens for seq in group.seqs)
+        return cached if cached > 0 else None
 
     def error(self, status: int, message: str, err_type: str, param: str | None = None) -> web.Response:
         return json_response(
@@ -125,7 +134,7 @@ class SglangPersonality(Personality):
             "created": created,
             "model": group.params.get("model", self.state.cfg.served_model_name),
             "choices": choices,
-            "usage": usage_body(group, reasoning_tokens=0),
+            "usage": usage_body(group, self.reported_cached_tokens(group), reasoning_tokens=0),
             "metadata": {"weight_version": "default"},
         }
 

@@ -25,6 +25,7 @@ from simengine.personalities.vllm_metrics import VllmMetrics, uses_source_layout
 from simengine.request import RequestGroup
 from simengine.sse import VLLM_CHAT, VLLM_COMPLETION
 from simengine.state import AppState
+from simengine.tokenize_api import PieceBook, add_tokenize_routes
 
 METRICS_CONTENT_TYPE = "text/plain; version=1.0.0; charset=utf-8"
 
@@ -76,6 +77,7 @@ def vllm_server_args(cfg: SimConfig) -> dict[str, Any]:
         "gpu_memory_utilization": cfg.gpu_memory_utilization,
         "enable_chunked_prefill": cfg.enable_chunked_prefill,
         "enable_prefix_caching": cfg.enable_prefix_caching,
+        "enable_prompt_tokens_details": cfg.enable_prompt_tokens_details,
         "dtype": "bfloat16" if cfg.dtype in ("bf16", "auto") else cfg.dtype,
         "kv_cache_dtype": "auto",
         "quantization": None,
@@ -144,6 +146,14 @@ class VllmPersonality(Personality):
             {"error": {"message": message, "type": err_type, "param": param, "code": status}}, status
         )
 
+    def reported_cached_tokens(self, group: RequestGroup) -> int | None:
+        """With --enable-prompt-tokens-details, the prefix-cache hits (whole blocks, at the first
+        scheduling) of the request's last prompt, 0 included: vLLM reports `num_cached_tokens` of its
+        last output (`completion/serving.py`); without the flag, no details."""
+        if not self.state.cfg.enable_prompt_tokens_details:
+            return None
+        return group.seqs[-1].cached_tokens
+
     def unknown_model(self, model: str) -> web.Response | None:
         return self.error(404, f"The model `{model}` does not exist.", "NotFoundError", "model")
 
@@ -204,7 +214,7 @@ class VllmPersonality(Personality):
             "choices": choices,
             "service_tier": None,
             "system_fingerprint": self._fingerprint,
-            "usage": usage_body(group),
+            "usage": usage_body(group, self.reported_cached_tokens(group)),
         }
         if chat:
             body.update({"prompt_logprobs": None, "prompt_token_ids": None, "prompt_text": None})
@@ -286,6 +296,7 @@ class VllmPersonality(Personality):
         r.add_get("/v1/models", models)
         r.add_get("/load", load)
         r.add_get("/metrics", metrics)
+        add_tokenize_routes(app, self, PieceBook())
         if state.cfg.dev_mode:
             r.add_get("/server_info", server_info)
             r.add_post("/reset_prefix_cache", reset_prefix_cache)

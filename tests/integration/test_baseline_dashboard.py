@@ -95,13 +95,16 @@ def test_every_sql_query_returns_what_its_panel_needs(filled: tuple[str, Path, d
     span = TimeRange(began - timedelta(minutes=1), datetime.now(UTC) + timedelta(minutes=1))
     with psycopg.connect(url, autocommit=True) as conn:
         outcomes = check_board(psycopg_execute(conn), BOARD, span)
-    assert len(outcomes) == len(list(iter_sql_queries(BOARD))) == 15  # 2 variables, 1 annotation, 12 panels
+    assert len(outcomes) == len(list(iter_sql_queries(BOARD))) == 16  # 2 variables, 1 annotation, 13 panels
     bad = [f"{o.query.kind} {o.query.title!r}: {o.problem}\n{o.expanded}" for o in outcomes if o.problem]
     assert bad == []
     by_title = {o.query.title: o for o in outcomes}
     assert by_title["suite"].rows == 1
     assert by_title["TPOT p99"].columns == ("time", "metric", "TPOT p99")
     assert by_title["TPOT p99"].rows == PASSES
+    cache = by_title["Prefix-cache hit ratio per run"]  # read from each stored run's summary JSON
+    assert cache.columns == ("time", "metric", "reported", "engine counters", "implied bound")
+    assert cache.rows == PASSES
     regressions = by_title["Open regressions and their named cause"]
     assert {"since", "series", "metric", "change", "named cause"} <= set(regressions.columns)
     annotation = by_title["Change points (results store)"]

@@ -15,9 +15,9 @@ import aiohttp
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from loadgen.results.exporter_client import attach_exporter, match_engine
+from loadgen.records import EngineMetadata
 from loadgen.results.manifest import engine_section
-from loadgen.targets.base import EngineMetadata
+from loadgen.targets.exporter_client import attach_exporter, match_engine
 
 
 @asynccontextmanager
@@ -68,14 +68,31 @@ async def test_exporter_watching_the_target_is_attached() -> None:
     assert section["param_sources"]["max_num_seqs"] == "exporter /proc cmdline"
 
 
-async def test_a_named_exporter_is_attached_even_if_it_watches_nothing_matching() -> None:
+async def test_a_named_exporter_watching_another_engine_is_not_attached_either() -> None:
+    # issue 22 item 17: before, a named exporter was attached whatever it watched, and its other
+    # engine's facts became causes in diffs (`exporter.engines: 93 -> 0`)
     async with exporter_serving([OTHER_ENGINE]) as url, aiohttp.ClientSession() as session:
+        manifest, why = await attach_exporter(session, url, "http://127.0.0.1:8123")
+    assert manifest is None
+    assert why.startswith(f"not attached: the exporter at {url}/manifest watches no engine at")
+    section = engine_section(EngineMetadata("vllm", speaks="vllm"), "http://127.0.0.1:8123", None)
+    assert section["params"]["max_num_seqs"] is None  # unknown: not the other engine's 16, not 'auto'
+    assert section["param_sources"]["max_num_seqs"].startswith("unknown")
+
+
+async def test_only_the_watched_engine_is_recorded() -> None:
+    async with exporter_serving([OTHER_ENGINE, OUR_ENGINE]) as url, aiohttp.ClientSession() as session:
         manifest, _source = await attach_exporter(session, url, "http://127.0.0.1:8123")
     assert manifest is not None
-    # ... but its other engine never fills this run's parameters
-    assert match_engine(manifest["engines"], "http://127.0.0.1:8123") is None
-    section = engine_section(EngineMetadata("vllm", speaks="vllm"), "http://127.0.0.1:8123", manifest)
-    assert section["param_sources"]["max_num_seqs"] == "default"
+    assert manifest["engines"] == [OUR_ENGINE]  # the other engine's facts never reach the run
+
+
+def test_an_engine_on_another_host_is_not_the_target() -> None:
+    remote = {"engine": "vllm", "url": "http://10.0.0.5:8123", "args": {"port": "8123"}}
+    assert match_engine([remote], "http://10.0.0.7:8123") is None
+    assert match_engine([remote], "http://10.0.0.5:8123") is remote
+    local = {"engine": "vllm", "url": "http://localhost:8123", "args": {}}
+    assert match_engine([local], "http://127.0.0.1:8123") is local
 
 
 def test_match_by_flag_port_or_default_port() -> None:

@@ -15,9 +15,9 @@ from loadgen.cli.main import cli
 from loadgen.experiments.plan import parse_plan
 from loadgen.experiments.runner import ExperimentRunner
 from loadgen.experiments.state import ExperimentState, experiment_dir
-from loadgen.results.cache_counters import WARM_HIT_RATIO
 from loadgen.results.rundir import load_run
 from loadgen.run.runner import run_benchmark_sync
+from loadgen.targets.cache_counters import WARM_HIT_RATIO
 from simengine.embedded import EmbeddedEngine
 
 pytestmark = pytest.mark.timeout(90)
@@ -50,9 +50,16 @@ def test_second_same_seed_run_is_warm_and_warned_about(sglang_engine: EmbeddedEn
     assert first["cache"]["hit_ratio"] <= WARM_HIT_RATIO
     assert "warm prefix cache" not in first_out
     assert second["cache"]["hit_ratio"] > 0.5  # the same prompts again: found in the radix cache
-    assert second_summary["cache"] == {
+    assert {k: second_summary["cache"][k] for k in ("hit_tokens", "queried_tokens", "hit_ratio")} == {
         k: second["cache"][k] for k in ("hit_tokens", "queried_tokens", "hit_ratio")
     }
+    # the workload itself implies no reuse (8 distinct prompts): the hits came from the run before
+    implied = second["cache"]["implied"]
+    assert implied["block_size"] == 1  # SGLang's page size
+    assert implied["block_size_from"] == "engine"
+    assert implied["prompt_tokens"] == 8 * 256
+    assert implied["hit_ratio"] < 0.05 < second["cache"]["hit_ratio"]
+    assert second_summary["cache"]["implied"] == implied
     assert f"run {second['run_id']} measured a warm prefix cache" in second_out
     rows = list(csv.DictReader((tmp_path / "runs.csv").open()))
     assert [float(r["cache_hit_ratio"]) for r in rows] == [

@@ -171,10 +171,13 @@ class _StallingSGLang(BaseHTTPRequestHandler):
         if self.path == "/get_server_info":
             time.sleep(STALL_S)
         body = {"/health": "", "/v1/models": _body("get_v1_models.txt")}.get(self.path)
-        self.send_response(404 if body is None else 200)
-        self.send_header("Content-Type", "application/json")
-        self.end_headers()
-        self.wfile.write((body or "").encode())
+        try:
+            self.send_response(404 if body is None else 200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write((body or "").encode())
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up on the stall: as it should
+            return
 
     def log_message(self, *args: object) -> None:
         return None
@@ -189,7 +192,7 @@ def test_preflight_does_not_call_a_slow_engine_down() -> None:
         result = CliRunner().invoke(preflight, ["--engine-url", url, "--json"])
     finally:
         server.shutdown()
-    manifest = json.loads(result.output)
+    manifest = json.loads(result.stdout)  # stdout alone: a busy host's stray thread output stays out
     (engine,) = [e for e in manifest["engines"] if e["url"] == url]
     assert (engine["engine"], engine["up"], engine["ready"]) == ("sglang", True, True)
     assert "engine_down" not in {c["id"] for c in manifest["checks"]}

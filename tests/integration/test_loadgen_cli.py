@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from loadgen.cli.main import cli
+from loadgen.config import target_names
 from tests.loadgen_servers import FakeEngine, ServerThread, free_port
 
 pytestmark = pytest.mark.timeout(60)
@@ -22,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--target", "tgi"], "'tgi' is not one of 'vllm', 'sglang', 'openai', 'sim'"),
+        (["--target", "tgi"], "'tgi' is not one of " + ", ".join(f"'{name}'" for name in target_names())),
         (["--input-len", "zipf:3"], "bad length 'zipf:3': unknown kind 'zipf'; choose from fixed, uniform"),
         (["--rate", "fast"], "invalid rate 'fast'"),
         (["--slo", "ttft=soon"], "invalid slo ttft 'soon'"),

@@ -99,11 +99,11 @@ async def test_loadgen_metrics_bind_the_listen_address(tmp_path: Path, addr: str
 
 
 def test_loadgen_flag_reaches_the_config() -> None:
-    params = {"config": None, "metrics_listen_address": "127.0.0.1", "target": "openai"}
+    params = {"config": None, "metrics_listen_address": "0.0.0.0", "target": "openai"}
     params["base_url"] = "http://127.0.0.1:8000"
     config = build_config(params, [], {})
-    assert config.metrics_listen_address == "127.0.0.1"
-    assert RunConfig(target="openai", base_url="http://127.0.0.1:8000").metrics_listen_address == "0.0.0.0"
+    assert config.metrics_listen_address == "0.0.0.0"
+    assert RunConfig(target="openai", base_url="http://127.0.0.1:8000").metrics_listen_address == "127.0.0.1"
 
 
 async def test_loadgen_names_a_bad_listen_address(tmp_path: Path) -> None:

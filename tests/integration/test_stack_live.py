@@ -38,7 +38,7 @@ from grafana.dashgen.queries import (  # noqa: E402
     iter_queries,
     split_label_values,
 )
-from tests.conftest import FIXTURES, GOLDEN_SGLANG, GOLDEN_VLLM  # noqa: E402
+from tests.conftest import FIXTURES, GOLDEN_LLAMACPP, GOLDEN_SGLANG, GOLDEN_VLLM  # noqa: E402
 from tests.integration.test_stack_support import (  # noqa: E402
     FakeGrafana,
     ReplayServer,
@@ -57,6 +57,16 @@ BOARD_FILES = sorted(
     p for p in (REPO / "grafana" / "dashboards").glob("*.json") if p.name != "baselines.json"
 )
 SCRAPE_S = 1
+# the engine reports usage.prompt_tokens_details, so the cache-hit-ratio panels have a series
+SIM_FLAGS = (
+    "--personality",
+    "vllm",
+    "--time-scale",
+    "20",
+    "--max-num-seqs",
+    "64",
+    "--enable-prompt-tokens-details",
+)
 GRAFANA_TOKEN = "glsa_stack_test"
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.xdist_group("prometheus"), pytest.mark.timeout(240)]
@@ -79,6 +89,11 @@ class Stack:
 
 def golden_snapshots(directory: Path) -> list[Path]:
     return [directory / f"metrics_{i}_{name}.txt" for i, name in enumerate(("idle", "load", "after"))]
+
+
+def llamacpp_snapshots() -> list[Path]:
+    """The real llama-server's /metrics, idle then after requests (curl -i: the replay cuts the head)."""
+    return [GOLDEN_LLAMACPP / "metrics_0_idle.txt", GOLDEN_LLAMACPP / "metrics_1_after.txt"]
 
 
 def prometheus_config(ports: dict[str, list[str]], h200_replay: str) -> dict[str, Any]:
@@ -145,7 +160,8 @@ def stack() -> Iterator[Stack]:
         tempfile.TemporaryDirectory(prefix="infergauge-stack-") as tmp,
         ReplayServer(golden_snapshots(GOLDEN_VLLM)) as vllm,
         ReplayServer(golden_snapshots(GOLDEN_SGLANG)) as sglang,
-        EmbeddedEngine(["--personality", "vllm", "--time-scale", "20", "--max-num-seqs", "64"]) as engine,
+        ReplayServer(llamacpp_snapshots()) as llamacpp,
+        EmbeddedEngine([*SIM_FLAGS]) as engine,
         FakeGrafana(GRAFANA_TOKEN) as grafana,
         ReplayServer([H200_CAPTURE]) as h200,
     ):
@@ -177,6 +193,7 @@ def stack() -> Iterator[Stack]:
         instances = {
             "vllm": vllm.instance,
             "sglang": sglang.instance,
+            "llamacpp": llamacpp.instance,
             "simengine": engine_inst,
             "exporter": f"127.0.0.1:{exporter_port}",
             "loadgen": f"127.0.0.1:{loadgen_port}",
@@ -188,6 +205,7 @@ def stack() -> Iterator[Stack]:
                 "infergauge-exporter": [instances["exporter"]],
                 "vllm": [vllm.instance],
                 "sglang": [sglang.instance],
+                "llamacpp": [llamacpp.instance],
                 "simengine": [engine_inst],
                 "prometheus": [f"127.0.0.1:{prom_port}"],
             },
@@ -215,7 +233,7 @@ def stack() -> Iterator[Stack]:
                 ),
                 10,
             )
-            wait_for(lambda: vllm.served >= 3 and sglang.served >= 3, 10)
+            wait_for(lambda: vllm.served >= 3 and sglang.served >= 3 and llamacpp.served >= 2, 10)
             stack = Stack(url, result.run_id, result.summary, start, time.time() + 1, instances)
             stack.grafana_requests, stack.grafana_problems = grafana.requests, grafana.problems
             yield stack
@@ -238,7 +256,7 @@ def variable_choices(stack: Stack, board: dict[str, Any]) -> dict[str, str]:
             values[var["name"]] = var["allValue"]
     values["run_id"] = stack.run_id
     if board["uid"].startswith("infergauge-engine-"):  # engine panels must work on the REAL engines' names
-        values["instance"] = stack.instances["vllm" if board["uid"].endswith("vllm") else "sglang"]
+        values["instance"] = stack.instances[board["uid"].removeprefix("infergauge-engine-")]
     return values
 
 

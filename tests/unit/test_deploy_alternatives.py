@@ -112,3 +112,71 @@ def test_workflow_gates_on_the_baseline_exit_status(workflow: dict[Any, Any]) ->
     suite = job["env"]["SUITE"]
     assert (REPO / suite).is_file(), suite
     assert job["env"]["LOADGEN_STORE"].startswith("${{ secrets."), "the store URL comes from a secret"
+
+
+def store_check(workflow: dict[Any, Any]) -> str:
+    """The script of the workflow's first step, which refuses a pass without a persistent store."""
+    (job,) = workflow["jobs"].values()
+    first = job["steps"][0]
+    assert "LOADGEN_STORE" in first["run"], "the store is checked before anything else"
+    return str(first["run"])
+
+
+@pytest.mark.parametrize(
+    ("store", "refused"),
+    [
+        (None, "no results store: set the repository secret INFERGAUGE_STORE_URL"),
+        ("", "no results store: set the repository secret INFERGAUGE_STORE_URL"),
+        ("sqlite:///results/infergauge.db", "is not a postgresql:// URL"),
+        ("none", "is not a postgresql:// URL"),
+        ("postgresql://infergauge@db.example.com/infergauge", None),
+    ],
+)
+def test_workflow_fails_in_one_line_without_a_persistent_store(
+    workflow: dict[Any, Any], store: str | None, refused: str | None
+) -> None:
+    env = {"PATH": "/usr/bin:/bin"} | ({} if store is None else {"LOADGEN_STORE": store})
+    # GitHub runs a step's `run` with `bash -e {0}`
+    result = subprocess.run(
+        ["bash", "-e", "-c", store_check(workflow)], env=env, capture_output=True, text=True, check=False
+    )
+    if refused is None:
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "PostgreSQL" in result.stdout
+        return
+    assert result.returncode == 1
+    (line,) = result.stdout.splitlines()
+    assert line.startswith("::error::")
+    assert refused in line
+    assert "docs/ci.md" in line
+
+
+def test_workflow_store_and_its_password_come_from_secrets(workflow: dict[Any, Any]) -> None:
+    (job,) = workflow["jobs"].values()
+    assert job["env"]["LOADGEN_STORE"] == "${{ secrets.INFERGAUGE_STORE_URL }}"
+    assert job["env"]["PGPASSWORD"] == "${{ secrets.INFERGAUGE_STORE_PASSWORD }}"
+
+
+def calendar(expression: str) -> str:
+    """`systemd-analyze calendar`'s normalized form of an OnCalendar expression."""
+    assert SYSTEMD_ANALYZE, "systemd-analyze is not installed (Debian package systemd)"
+    out = subprocess.run(
+        [SYSTEMD_ANALYZE, "calendar", expression], capture_output=True, text=True, timeout=30, check=True
+    ).stdout
+    return next(line.split(":", 1)[1].strip() for line in out.splitlines() if "Normalized form" in line)
+
+
+def test_the_timer_fires_at_02_utc_whatever_the_hosts_zone() -> None:
+    on_calendar = unit(TIMER)["Timer"]["OnCalendar"]
+    assert calendar(on_calendar) == "*-*-* 02:00:00 UTC"
+    assert calendar("*-*-* 02:00:00") != "*-*-* 02:00:00 UTC"  # without the zone: the host's time
+
+
+def test_every_schedule_is_02_utc_and_says_so(workflow: dict[Any, Any]) -> None:
+    triggers = workflow.get("on", workflow.get(True))
+    assert [s["cron"] for s in triggers["schedule"]] == ["0 2 * * *"]
+    cron_lines = [line for line in WORKFLOW.read_text().splitlines() if "cron:" in line]
+    assert all("UTC" in line for line in cron_lines), cron_lines
+    cronjob = yaml.safe_load((REPO / "deploy" / "kubernetes" / "base" / "baseline-cronjob.yaml").read_text())
+    assert (cronjob["spec"]["schedule"], cronjob["spec"]["timeZone"]) == ("0 2 * * *", "Etc/UTC")
+    assert "UTC" in TIMER.read_text().split("[Timer]")[0], "the timer's comment says UTC"

@@ -167,10 +167,14 @@ def test_shards_are_one_indexed_job_of_shards_pods() -> None:
     assert shards > 1
     assert job["spec"]["completionMode"] == "Indexed"
     assert job["spec"]["parallelism"] == job["spec"]["completions"] == shards
-    assert job["spec"]["backoffLimit"] == 0, "a retried shard would send its slice late"
+    assert job["spec"]["backoffLimitPerIndex"] == 0, "a retried shard would send its slice late"
+    # a Job-wide limit (or maxFailedIndexes) would terminate the other shards at one failure
+    assert "backoffLimit" not in job["spec"]
+    assert "maxFailedIndexes" not in job["spec"]
     (container,) = pod(job)["spec"]["containers"]
     assert container["command"] == ["loadgen", "run"]
     args = container["args"]
+    assert "--metrics-listen-address=0.0.0.0" in args, "Prometheus scrapes the pod's address"
     assert "--shard-from-env" in args
     assert "--shards=$(SHARDS)" in args
     assert any(a.startswith("--start-at=$(START_AT)") for a in args)
@@ -184,8 +188,10 @@ def test_args_reference_only_defined_env() -> None:
     for name in ("loadgen-shards", "loadgen-merge"):
         (container,) = pod(get("loadgen-shards", "Job", name))["spec"]["containers"]
         env = env_of(container)
-        # loadgen run rejects an unknown LOADGEN_* name: only RunConfig fields may be set that way
-        assert {n.removeprefix("LOADGEN_").lower() for n in env if n.startswith("LOADGEN_")} <= FIELD_NAMES
+        # loadgen run rejects an unknown LOADGEN_* name: only RunConfig fields (and --store's own
+        # LOADGEN_STORE) may be set that way
+        named = {n.removeprefix("LOADGEN_").lower() for n in env if n.startswith("LOADGEN_")}
+        assert named - {"store"} <= FIELD_NAMES
         used = {v for a in container.get("args", []) for v in VAR_REF.findall(a)}
         assert used - set(env) <= {"JOB_COMPLETION_INDEX"}, name
         for entry in env.values():
@@ -195,13 +201,18 @@ def test_args_reference_only_defined_env() -> None:
                 assert ref["key"] in config["data"], entry
 
 
-def test_merge_job_waits_suspended_and_merges_the_shards() -> None:
+def test_merge_job_waits_for_the_shards_and_merges_them_into_the_store() -> None:
     job = get("loadgen-shards", "Job", "loadgen-merge")
-    assert job["spec"]["suspend"] is True
+    assert "suspend" not in job["spec"], "it waits for the shards' records itself"
+    (rule,) = job["spec"]["podFailurePolicy"]["rules"]
+    assert (rule["action"], rule["onExitCodes"]["values"]) == ("FailJob", [1, 2]), "a verdict, not a crash"
     (container,) = pod(job)["spec"]["containers"]
     script = " ".join(container["command"] + container["args"])
-    assert "loadgen merge" in script
-    assert "shard-*" in script
+    assert 'loadgen merge --store "$LOADGEN_STORE"' in script
+    assert 'shard-"$i"' in script  # every index of the run, each waited for
+    assert '-newermt "$START_AT"' in script, "an earlier run's folders under RUN_NAME are not merged"
+    store = env_of(container)["LOADGEN_STORE"]["valueFrom"]["secretKeyRef"]
+    assert (store["name"], store.get("optional", False)) == ("infergauge-store", False)
     shard = pod(get("loadgen-shards", "Job", "loadgen-shards"))["spec"]
     claims = {
         v["persistentVolumeClaim"]["claimName"]
@@ -234,4 +245,7 @@ def test_baseline_cronjob_never_overlaps_and_reads_its_suite() -> None:
     suite_map = get("plain", "ConfigMap", "infergauge-baseline-suite")
     assert volume["configMap"]["name"] == suite_map["metadata"]["name"]
     assert yaml.safe_load(suite_map["data"][suite.name])["series"]
-    assert env_of(container)["LOADGEN_STORE"]["valueFrom"]["secretKeyRef"]["name"] == "infergauge-store"
+    store = env_of(container)["LOADGEN_STORE"]["valueFrom"]["secretKeyRef"]
+    # required: no SQLite file on the shared volume (docs/kubernetes.md, "The results store")
+    assert (store["name"], store.get("optional", False)) == ("infergauge-store", False)
+    assert yaml.safe_load(suite_map["data"][suite.name])["defaults"]["metrics_listen_address"] == "0.0.0.0"

@@ -11,6 +11,7 @@ from exporter.engine_http import facts_from_bodies
 from exporter.engines import EngineInspector
 from infergauge import engines
 from infergauge.engines.base import EngineSpec, Marker, ServerInfo, flag
+from infergauge.engines.metrics import gauge, histogram
 from loadgen.analysis.diff import manifest_differences
 from loadgen.results.manifest import engine_section
 from loadgen.targets.preset import metadata_from_bodies
@@ -37,7 +38,7 @@ TOY = EngineSpec(
     metadata_paths=("/toy/info", "/v1/models"),
     server_info=ServerInfo(paths=("/toy/info",), version_key="toy_version"),
     flush_path="/toy/flush",
-    metrics={"running": "toy_running_requests", "ttft": "toy_ttft_seconds"},
+    metrics={"running": gauge("toy_running_requests", "requests"), "ttft": histogram("toy_ttft_seconds")},
 )
 # ---- end of the description ----
 
@@ -97,3 +98,48 @@ def test_diff_compares_its_neutral_parameters() -> None:
     assert engine["params"]["max_model_len"] == 4096  # from its server info
     top = manifest_differences(a, b)[0]
     assert (top.key, top.a, top.b) == ("engine.params.max_num_seqs", 64, 8)
+
+
+def test_it_is_a_target_preset_with_no_other_edit() -> None:
+    from click.testing import CliRunner
+
+    from loadgen.cli.run import run
+    from loadgen.config import RunConfig, target_names
+    from loadgen.targets import get_target
+
+    assert "toyserve" in target_names()
+    assert RunConfig(target="toyserve").target == "toyserve"  # the config accepts it ...
+    preset = get_target("toyserve")  # ... and the preset exists: port and hint from the spec
+    assert preset.default_base_url == "http://127.0.0.1:7100"
+    assert preset.engine == "toyserve"
+    help_text = CliRunner().invoke(run, ["--help"]).output
+    assert "toyserve" in help_text  # `--target` lists it
+
+
+def test_its_metrics_reach_the_rules_the_alerts_the_scrape_jobs_and_a_dashboard() -> None:
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    if str(repo) not in sys.path:  # grafana/dashgen lives beside the packages, not inside one
+        sys.path.insert(0, str(repo))
+    from grafana.dashgen import engines as boards
+    from grafana.dashgen import promgen
+    from grafana.dashgen.queries import iter_queries
+
+    rules = promgen.render_rules()
+    # the neutral rules: its running gauge and its TTFT histogram, labelled with its name
+    assert "sum by (job, instance, model_name) (toy_running_requests)" in rules
+    assert "rate(toy_ttft_seconds_bucket[1m])" in rules
+    assert "engine: toyserve" in rules
+    alerts = {r["alert"]: r["expr"] for r in promgen.alert_rules()}
+    assert "toyserve" in alerts["EngineDown"]  # its scrape job is watched
+    assert "toyserve" in alerts["ForeignProcessOnBenchmarkGpu"]  # its process is no foreigner
+    assert "- job_name: toyserve" in promgen.render_jobs(local=True)
+    assert "127.0.0.1:7100" in promgen.render_jobs(local=True)
+    assert "engine-toyserve.json" in boards.builders()
+    board = boards.builders()["engine-toyserve.json"]()
+    exprs = " ".join(q.expr for q in iter_queries(board))
+    assert "toy_running_requests" in exprs
+    assert "toy_ttft_seconds_bucket" in exprs
+    assert board["title"] == "Engine: toyserve"

@@ -147,7 +147,8 @@ def test_from_neutral_round_trips_through_the_other_engine() -> None:
 
 
 def test_unknown_names_are_rejected_with_the_valid_choices() -> None:
-    with pytest.raises(UnknownEngine, match="unknown engine 'tgi'; choose from vllm, sglang, simengine"):
+    expected = "unknown engine 'tgi'; choose from vllm, sglang, llamacpp, simengine"
+    with pytest.raises(UnknownEngine, match=expected):
         get("tgi")
     with pytest.raises(ValueError, match="unknown parameter 'max_seqs'"):
         from_neutral(get("vllm"), {"max_seqs": 1})

@@ -62,7 +62,7 @@ def test_chunked_prefill_size_maps_to_batched_tokens():
 def test_api_key_is_redacted_and_bad_lines_rejected():
     result = translate(["vllm", "serve", "m", "--api-key", "sk-secret"])
     assert "sk-secret" not in result.command
-    with pytest.raises(AlignError, match="not a vLLM or SGLang launch line"):
+    with pytest.raises(AlignError, match="not a launch line of a known engine"):
         translate(["nginx", "-g", "daemon off;"])
 
 
@@ -82,4 +82,4 @@ def test_cli_translates_and_exits_2_on_bad_input():
     assert "--max-running-requests 128" in ok.stdout
     bad = runner.invoke(align, ["foo", "bar"])
     assert bad.exit_code == 2
-    assert "not a vLLM or SGLang launch line" in bad.output
+    assert "not a launch line of a known engine" in bad.output

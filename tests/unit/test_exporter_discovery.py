@@ -5,7 +5,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from exporter.discovery import ProcInfo, engine_ancestor, find_engines, parse_ps, title_engine
+from exporter.discovery import (
+    EngineProcess,
+    ProcInfo,
+    engine_ancestor,
+    engine_key,
+    find_engines,
+    pair_urls,
+    parse_ps,
+    served_model,
+    title_engine,
+)
+from exporter.engine_http import EngineHttpFacts
+from exporter.engines import EngineInspector
 from exporter.model_info import read_model_config
 from tests.conftest import GOLDEN_SGLANG, GOLDEN_VLLM
 
@@ -69,3 +81,70 @@ def test_model_config_from_hf_cache_snapshot(tmp_path: Path) -> None:
 
 def test_model_config_absent_is_just_the_source() -> None:
     assert read_model_config("no/such-model", {"HF_HUB_CACHE": "/nonexistent"}) == {"source": "no/such-model"}
+
+
+# Two hosts' (or two network namespaces') facts in one process table: the golden vLLM (pid 613,
+# --port 8000, serving tiny-llama) and a simulated engine on the same port 8000 in another namespace.
+SIM_ON_8000 = ProcInfo(
+    9100, 1, ("python", "-m", "simengine", "--personality", "vllm", "--port", "8000", "--model", "sim-llama")
+)
+
+
+def two_engines_on_8000() -> list[EngineProcess]:
+    return find_engines([*parse_ps((GOLDEN_VLLM / "ps.txt").read_text()), SIM_ON_8000])
+
+
+def test_two_engines_on_one_port_stay_two_engines() -> None:
+    found = two_engines_on_8000()
+    assert sorted((e.engine, e.pid, e.port) for e in found) == [
+        ("simengine", 9100, 8000),
+        ("vllm", 613, 8000),
+    ]
+    pairs = pair_urls(found, [])
+    assert [(url, engine_key(p)) for url, p in pairs if p] == [(None, (613, 8000)), (None, (9100, 8000))]
+
+
+def test_a_url_on_a_shared_port_is_the_engine_serving_its_model() -> None:
+    pairs = pair_urls(two_engines_on_8000(), [("http://simengine:8000", "sim-llama")])
+    # the URL is the simulated engine; the vLLM on the same port stays its own engine
+    assert [(url, p.pid if p else None) for url, p in pairs] == [("http://simengine:8000", 9100), (None, 613)]
+
+
+def test_a_url_that_cannot_tell_shared_port_engines_apart_takes_neither() -> None:
+    pairs = pair_urls(two_engines_on_8000(), [("http://10.0.0.7:8000", None), ("http://x:8000", "other")])
+    assert [(url, p.pid if p else None) for url, p in pairs] == [
+        ("http://10.0.0.7:8000", None),
+        ("http://x:8000", None),
+        (None, 613),
+        (None, 9100),
+    ]
+
+
+def test_a_lone_process_on_the_port_is_the_url_unless_it_serves_another_model() -> None:
+    (vllm,) = find_engines(parse_ps((GOLDEN_VLLM / "ps.txt").read_text()))
+    assert served_model(vllm) == "tiny-llama"
+    for model in ("tiny-llama", None):  # the same model, or an answer without one
+        assert pair_urls([vllm], [("http://127.0.0.1:8000", model)]) == [("http://127.0.0.1:8000", vllm)]
+    assert pair_urls([vllm], [("http://simengine:8000", "sim-llama")]) == [
+        ("http://simengine:8000", None),
+        (None, vllm),
+    ]
+    assert pair_urls([vllm], [("http://127.0.0.1:9000", "tiny-llama")])[0] == ("http://127.0.0.1:9000", None)
+
+
+def test_the_inspector_reports_both_engines_on_one_port() -> None:
+    procs = [*parse_ps((GOLDEN_VLLM / "ps.txt").read_text()), SIM_ON_8000]
+    models = {"http://simengine:8000": "sim-llama"}
+    inspector = EngineInspector(
+        ["http://simengine:8000"],
+        read_procs=lambda: procs,
+        ports_of=lambda pid: [],
+        read_env=lambda pid: {},
+        ask_interpreter=lambda pid, engine: None,
+        poll=lambda url, timeout, key: EngineHttpFacts(url=url, up=True, model=models.get(url)),
+    )
+    reports = inspector.reports(fresh=True)
+    assert sorted((r.engine, r.pid, r.url) for r in reports) == [
+        ("simengine", 9100, "http://simengine:8000"),
+        ("vllm", 613, "http://127.0.0.1:8000"),
+    ]

@@ -8,14 +8,21 @@ functions) and every string constant of the shipped code.
   without aiohttp installed);
 - the exporter imports nothing of loadgen; the simulated engine nothing of loadgen or the exporter;
 - infergauge/ (what every binary shares) imports only the standard library;
-- the engine names "vllm" / "sglang" (and their metric prefixes) appear as strings only in the
-  engine files, the simulated engine's personalities, the target presets and the dashboard
-  generator's engine module: everything else asks the engine registry.
+- the registered engines' names (and metric prefixes) appear in string constants (anywhere inside
+  them: PromQL, help text, messages) only in the engine files and the simulated engine, and in
+  YAML/JSON only in files the generator writes from the engine files, in user examples and
+  deployment settings, and in test fixtures: everything else asks the engine registry.
+
+Imports count in every form: `import a.b`, `from a import b` (the module `a.b` when `b` is one),
+relative imports, and `importlib.import_module("a.b")` / `__import__("a.b")` with a constant name.
+Indirect imports count too: the analysis layer must import with aiohttp unavailable, through
+whatever it imports. Each check has a test of its own that plants the break it must catch.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -28,7 +35,7 @@ PACKAGES = ("loadgen", "exporter", "simengine", "infergauge", "grafana", "bench"
 
 # loadgen's layers, lowest first; a module may import its own layer or a lower one
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("", "records", "stats", "config", "provenance", "workload"),
+    ("", "records", "stats", "config", "provenance", "workload", "prefix_cache"),
     ("transport",),
     ("targets",),
     ("results", "store"),
@@ -41,13 +48,33 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("cli",),
 )
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
-ENGINE_STRING_HOMES = (
-    "infergauge/engines/",
-    "simengine/personalities/",
-    "loadgen/targets/",
-    "grafana/dashgen/engines.py",
+ENGINE_STRING_HOMES = ("infergauge/engines/", "simengine/")
+# what may name an engine without being engine knowledge: the peer tools' names
+ENGINE_STRING_PHRASES = ("vllm bench serve", "vllm-bench")
+# YAML/JSON naming engines: generated from the engine files (`python -m grafana.dashgen --check`
+# fails on drift), user examples and deployment settings, the promtool tests' inputs, fixtures
+ENGINE_DATA_HOMES = (
+    "grafana/dashboards/",
+    "prometheus/rules/engines.yml",
+    "prometheus/prometheus.yml",
+    "prometheus/prometheus.local.yml",
+    "prometheus/tests/",
+    "examples/",
+    "deploy/",
+    "docker-compose.yml",
+    "tests/",
+    "simengine/",
+    "mkdocs.yml",
 )
-ENGINE_NAMES = ("vllm", "sglang")
+sys.path.insert(0, str(REPO))
+from infergauge import engines as _engines  # noqa: E402
+
+ENGINE_NAMES = tuple(name for name, spec in _engines.ENGINES.items() if not spec.plays)
+
+
+def engine_pattern(names: tuple[str, ...] = ENGINE_NAMES) -> re.Pattern[str]:
+    """An engine name as a word anywhere in a text (`vllm:num_requests_running`, `vLLM's`, `sglang`)."""
+    return re.compile(r"(?<![A-Za-z0-9_])(" + "|".join(map(re.escape, names)) + r")(?![A-Za-z0-9_])", re.I)
 
 
 def source_files() -> Iterator[Path]:
@@ -60,19 +87,48 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports(path: Path) -> Iterator[tuple[int, str]]:
-    """(line, absolute module) of every import in the file, relative ones resolved."""
-    package = module_name(path).rsplit(".", 1)[0] if path.name != "__init__.py" else module_name(path)
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+DYNAMIC_IMPORTS = {"import_module", "__import__"}
+
+
+def _dynamic(node: ast.AST) -> str | None:
+    """The constant module name of `importlib.import_module("x")` / `__import__("x")`, else None."""
+    if not isinstance(node, ast.Call) or not node.args:
+        return None
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    arg = node.args[0]
+    if name in DYNAMIC_IMPORTS and isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return arg.value
+    return None
+
+
+def imports_in(source: str, module: str, is_package: bool = False) -> Iterator[tuple[int, str]]:
+    """(line, absolute module) of every import in a module's source: `from a import b` gives `a`
+    and `a.b`, relative imports are resolved, constant dynamic imports count."""
+    package = module if is_package else module.rsplit(".", 1)[0]
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield node.lineno, alias.name
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
-                yield node.lineno, f"{base}.{node.module}" if node.module else base
+                found = f"{base}.{node.module}" if node.module else base
             elif node.module:
-                yield node.lineno, node.module
+                found = node.module
+            else:
+                continue
+            yield node.lineno, found
+            for alias in node.names:  # `from loadgen import cli` imports the module loadgen.cli
+                if alias.name != "*":
+                    yield node.lineno, f"{found}.{alias.name}"
+        elif (dynamic := _dynamic(node)) is not None:
+            yield node.lineno, dynamic
+
+
+def imports(path: Path) -> Iterator[tuple[int, str]]:
+    """(line, absolute module) of every import in the file."""
+    yield from imports_in(path.read_text(), module_name(path), path.name == "__init__.py")
 
 
 def loadgen_layer(module: str) -> str:
@@ -122,10 +178,35 @@ def test_records_stats_and_analysis_import_no_transport(part: str) -> None:
     assert found == []
 
 
-def test_stats_imports_without_aiohttp() -> None:
-    code = "import sys; sys.modules['aiohttp'] = None; import loadgen.stats, loadgen.records"
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+def import_without_aiohttp(modules: list[str]) -> subprocess.CompletedProcess[str]:
+    """Import the modules in a fresh interpreter where `import aiohttp` fails (indirect imports too)."""
+    code = "import sys; sys.modules['aiohttp'] = None\n" + "".join(f"import {m}\n" for m in modules)
+    return subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+
+
+def test_the_layers_below_transport_and_the_analysis_import_without_aiohttp() -> None:
+    # records, stats, config, provenance, workload (below transport) and every analysis module, through
+    # whatever they import (issue #24 item 4: EngineMetadata was imported from a file importing aiohttp)
+    below = [
+        module_name(p)
+        for p in sorted((REPO / "loadgen").rglob("*.py"))
+        if RANK[loadgen_layer(module_name(p))] == 0
+    ]
+    analysis = sorted(module_name(p) for p in (REPO / "loadgen" / "analysis").rglob("*.py"))
+    done = import_without_aiohttp([*below, *analysis])
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("part", ["loadgen/results", "loadgen/store"])
+def test_http_clients_live_in_the_layers_that_talk_to_servers(part: str) -> None:
+    # the run record and the store are files and SQL; HTTP clients are transport/ and targets/
+    found = [
+        f"{where(path, line)} imports {module}"
+        for path in sorted((REPO / part).rglob("*.py"))
+        for line, module in imports(path)
+        if module.split(".")[0] == "aiohttp"
+    ]
+    assert found == []
 
 
 @pytest.mark.parametrize(
@@ -152,9 +233,11 @@ def test_infergauge_imports_only_the_standard_library() -> None:
     assert found == []
 
 
-def engine_strings(path: Path) -> Iterator[tuple[int, str]]:
-    """String constants naming an engine (docstrings left out: prose may name them)."""
-    tree = ast.parse(path.read_text(), str(path))
+def engine_strings_in(source: str) -> Iterator[tuple[int, str]]:
+    """String constants naming an engine anywhere inside them (docstrings and the peer tools' names
+    left out: prose may name them)."""
+    pattern = engine_pattern()
+    tree = ast.parse(source)
     docstrings = {
         id(node.body[0].value)
         for node in ast.walk(tree)
@@ -166,8 +249,43 @@ def engine_strings(path: Path) -> Iterator[tuple[int, str]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
             text = node.value
-            if text in ENGINE_NAMES or text.startswith(tuple(f"{name}:" for name in ENGINE_NAMES)):
+            bare = text
+            for phrase in ENGINE_STRING_PHRASES:
+                bare = re.sub(re.escape(phrase), "", bare, flags=re.I)
+            if pattern.search(bare):
                 yield node.lineno, text
+
+
+def engine_strings(path: Path) -> Iterator[tuple[int, str]]:
+    """`engine_strings_in` of a file."""
+    yield from engine_strings_in(path.read_text())
+
+
+def data_files() -> Iterator[Path]:
+    """Every YAML and JSON file of the repository (the virtualenv and build output left out)."""
+    for suffix in ("*.yml", "*.yaml", "*.json"):
+        for path in REPO.rglob(suffix):
+            rel = path.relative_to(REPO).parts
+            if (
+                rel[0] not in (".venv", "site", "build", "results", ".git", ".devcarry")
+                and ".venv" not in rel
+            ):
+                yield path
+
+
+def engine_names_in_data(text: str) -> list[str]:
+    """The engine names a YAML/JSON text holds (as words anywhere: keys, values, PromQL)."""
+    return sorted({m.group(1).lower() for m in engine_pattern().finditer(text)})
+
+
+def test_engine_names_in_yaml_and_json_only_where_generated_or_user_settings() -> None:
+    found = [
+        f"{path.relative_to(REPO)}: {names}"
+        for path in data_files()
+        if not str(path.relative_to(REPO)).startswith(ENGINE_DATA_HOMES)
+        and (names := engine_names_in_data(path.read_text(encoding="utf-8", errors="replace")))
+    ]
+    assert found == []
 
 
 def test_engine_names_live_in_the_engine_files() -> None:
@@ -178,6 +296,31 @@ def test_engine_names_live_in_the_engine_files() -> None:
         for line, text in engine_strings(path)
     ]
     assert found == []
+
+
+def test_the_checks_catch_the_breaks_they_are_for() -> None:
+    # a test of the test: each realistic break is planted in a source text and must be found
+    promql = 'expr = "sum by (job) (vllm:num_requests_running)"\nhelp = "is SGLang up?"\n'
+    assert [t for _, t in engine_strings_in(promql)] == [
+        "sum by (job) (vllm:num_requests_running)",
+        "is SGLang up?",
+    ]
+    assert list(engine_strings_in('"""vLLM in a docstring is prose."""\nx = "vllm bench serve --x"\n')) == []
+    planted = {
+        "from loadgen import cli\n": "loadgen.cli",
+        "import importlib\nimportlib.import_module('loadgen.cli.run')\n": "loadgen.cli.run",
+        "__import__('loadgen.cli')\n": "loadgen.cli",
+        "from ..cli import run\n": "loadgen.cli.run",
+    }
+    for source, module in planted.items():
+        seen = {m for _, m in imports_in(source, "loadgen.analysis.fake")}
+        assert module in seen, (source, seen)
+    assert engine_names_in_data('groups: [{expr: "max(sglang:token_usage) > 0.9"}]') == ["sglang"]
+    assert engine_names_in_data('{"title": "Run comparison"}') == []
+    # an indirect aiohttp import (analysis -> a module that imports aiohttp) fails the import check
+    broken = import_without_aiohttp(["loadgen.targets.exporter_client"])
+    assert broken.returncode != 0
+    assert "aiohttp" in broken.stderr
 
 
 def test_the_walk_sees_what_it_must() -> None:

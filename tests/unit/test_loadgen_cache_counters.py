@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from infergauge import engines
-from loadgen.results.cache_counters import (
+from loadgen.targets.cache_counters import (
     WARM_HIT_RATIO,
     CacheCounters,
     cache_facts,

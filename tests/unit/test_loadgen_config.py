@@ -90,7 +90,7 @@ def test_unknown_yaml_key_is_an_error(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"target": "tgi"}, "invalid target 'tgi'; choose from vllm, sglang, openai, sim"),
+        ({"target": "tgi"}, "invalid target 'tgi'; choose from vllm, sglang, llamacpp, openai, sim"),
         ({"target": "openai"}, "needs --base-url"),
         ({"endpoint": "chat", "workload": "random"}, "use --workload random-text"),
         ({"workload": "jsonl"}, "needs --dataset"),

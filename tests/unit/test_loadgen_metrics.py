@@ -21,9 +21,11 @@ def test_observe_ok_and_failed_requests() -> None:
     r = RequestRecord(0, "x", False, 0, 10, 3)
     r.sent_ns, r.token_ns, r.first_ns, r.last_ns = 2 * MS, [22 * MS, 27 * MS, 33 * MS], 22 * MS, 33 * MS
     r.outcome, r.output_tokens, r.prompt_tokens = "ok", 3, 10
-    m.observe(r, slo_met=True)
     bad = RequestRecord(1, "y", False, 0, 10, 3)
     bad.outcome = "timeout"
+    m.observe_sent(r, 2 * MS)
+    m.observe_sent(bad, 0)
+    m.observe(r, slo_met=True)
     m.observe(bad, slo_met=False)
     get = m.registry.get_sample_value
     assert get("loadgen_requests_total", {**LABELS, "outcome": "ok"}) == 1
@@ -34,9 +36,30 @@ def test_observe_ok_and_failed_requests() -> None:
     assert get("loadgen_prompt_tokens_total", LABELS) == 10
     assert get("loadgen_slo_met_requests_total", LABELS) == 1
     assert get("loadgen_schedule_lag_seconds_count", LABELS) == 2
+    assert get("loadgen_schedule_lag_seconds_sum", LABELS) == 0.002  # observed at send, not at the end
     assert (
         get("loadgen_run_info", {**LABELS, "engine": "vllm", "engine_version": "0.26.0", "seed": "42"}) == 1
     )
+
+
+def _ok(index: int, prompt: int, cached: int | None, warmup: bool = False) -> RequestRecord:
+    r = RequestRecord(index, f"r{index}", warmup, 0, prompt, 2, prompt_tokens=prompt, cached_tokens=cached)
+    r.sent_ns, r.token_ns, r.first_ns, r.last_ns = MS, [2 * MS, 3 * MS], 2 * MS, 3 * MS
+    r.outcome, r.output_tokens = "ok", 2
+    return r
+
+
+def test_cached_prompt_tokens_counter_appears_with_the_first_reported_value() -> None:
+    m = _metrics()
+    get = m.registry.get_sample_value
+    m.observe(_ok(0, 100, None), slo_met=False)  # the engine sent no prompt_tokens_details
+    assert get("loadgen_cached_prompt_tokens_total", LABELS) is None  # "no data", not a 0% hit ratio
+    m.observe(_ok(1, 100, 0), slo_met=False)
+    assert get("loadgen_cached_prompt_tokens_total", LABELS) == 0
+    m.observe(_ok(2, 200, 160), slo_met=False)
+    m.observe(_ok(3, 200, 160, warmup=True), slo_met=False)  # warm-up: not measured
+    assert get("loadgen_cached_prompt_tokens_total", LABELS) == 160
+    assert get("loadgen_prompt_tokens_total", LABELS) == 400
 
 
 def test_item6_lag_histogram_is_lateness_and_slot_wait_its_own() -> None:
@@ -44,6 +67,7 @@ def test_item6_lag_histogram_is_lateness_and_slot_wait_its_own() -> None:
     m = _metrics()
     r = RequestRecord(0, "x", False, 0, 10, 3)
     r.slot_free_ns, r.sent_ns, r.outcome = 2_000 * MS, 2_001 * MS, "connect_error"
+    m.observe_sent(r, r.sent_ns - r.due_ns)  # as the dispatcher does at the hand-over
     m.observe(r, slo_met=False)
     get = m.registry.get_sample_value
     assert get("loadgen_schedule_lag_seconds_sum", LABELS) == 0.001  # sent - due, not sent - scheduled
@@ -85,7 +109,9 @@ def test_every_emitted_metric_is_documented_and_exposition_is_cumulative() -> No
     m = _metrics()
     m.ttft.observe(LATENCY_BUCKETS[3])  # exactly on a bound: counted in that bucket (le is inclusive)
     m.ttft.observe(1000.0)  # beyond the last bound: only in +Inf
+    m.counters.cached_tokens = 4  # as after a reported value: the cached-tokens counter is exposed too
     names = {metric.name for metric in m.registry.collect()}
+    assert "loadgen_cached_prompt_tokens" in names
     doc = (Path(__file__).resolve().parents[2] / "docs" / "METRICS.md").read_text()
     for name in names:
         shown = (
@@ -96,6 +122,7 @@ def test_every_emitted_metric_is_documented_and_exposition_is_cumulative() -> No
                 "loadgen_prompt_tokens",
                 "loadgen_output_tokens",
                 "loadgen_slo_met_requests",
+                "loadgen_cached_prompt_tokens",
             }
             else name
         )

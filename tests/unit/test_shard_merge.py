@@ -133,3 +133,20 @@ def test_a_saturated_shard_makes_the_merged_run_client_saturated() -> None:
 def test_shards_without_saturation_figures_merge_without_them() -> None:
     merged = merge([shard(0, base_ns=5 * NS), shard(1, base_ns=900 * NS)])
     assert "client_saturated" not in merged.summary
+
+
+def test_merged_cache_facts_are_the_reported_tokens_of_every_shard_not_shard_0s_counters() -> None:
+    shards = [shard(0, 5 * NS), shard(1, 9 * NS)]
+    shards[0].manifest["cache"] = {"flushed": True, "method": "restart", "detail": "", "hit_ratio": 0.9}
+    for s in shards:
+        for x in s.lines:
+            x["cached_tokens"] = 2 if x["index"] >= 2 else 0  # requests 2 and 3 hit 2 of their 4 tokens
+    merged = merge(shards)
+    reported = merged.summary["cache"]["reported"]
+    assert reported["requests_with_details"] == 4
+    assert reported["cached_tokens"] == 4
+    assert reported["hit_ratio"] == pytest.approx(4 / 16)
+    cache = merged.manifest["cache"]
+    assert cache["flushed"] is True
+    assert cache["hit_ratio"] is None  # shard 0's 0.9 covered only its own window
+    assert cache["reported"] == reported

@@ -19,7 +19,10 @@ from grafana.dashgen.queries import interpolate, iter_queries, variable_names  #
 
 PROVISIONING = REPO / "grafana" / "provisioning"
 BOARD_FILES = sorted(DASHBOARD_DIR.glob("*.json"))
-TITLES = {"Benchmark run (live)", "Run comparison", "GPU host", "Engine: vLLM", "Engine: SGLang", "Baselines"}
+TITLES = {"Benchmark run (live)", "Run comparison", "GPU host", "Baselines"} | {
+    f"Engine: {name}"
+    for name in ("vLLM", "SGLang", "llama.cpp")  # one per registered engine
+}
 PROMETHEUS_DS = {"type": "prometheus", "uid": "${datasource}"}
 STORE_DS = {"type": "grafana-postgresql-datasource", "uid": "${store}"}
 BUILTIN_VARS = {"__interval", "__interval_ms", "__rate_interval", "__range", "__range_s", "__range_ms"}
@@ -43,7 +46,7 @@ def test_committed_json_is_what_the_generator_writes(name: str) -> None:
     assert (DASHBOARD_DIR / name).read_text(encoding="utf-8") == render(BUILDERS[name])
 
 
-def test_the_six_dashboards_exist_with_stable_unique_uids() -> None:
+def test_the_dashboards_exist_with_stable_unique_uids() -> None:
     loaded = boards()
     assert {b["title"] for b in loaded.values()} == TITLES
     uids = [b["uid"] for b in loaded.values()]
@@ -246,7 +249,11 @@ def test_baselines_charts_every_watched_metric_from_the_runs_table() -> None:
 
     board = boards()["baselines.json"]
     history = {p["title"]: p for p in all_panels(board["panels"]) if p["type"] == "timeseries"}
-    assert set(history) == {w.label for w in WATCHED.values()}
+    assert set(history) == {w.label for w in WATCHED.values()} | {CACHE_PANEL}
+    (cache,) = history.pop(CACHE_PANEL)["targets"]
+    for source in ("'reported'->>'hit_ratio'", "'cache'->>'hit_ratio'", "'implied'->>'hit_ratio'"):
+        assert source in cache["rawSql"]  # all three figures of each stored run's summary
+    assert "suite IN ($suite) AND series_key IN ($series)" in cache["rawSql"]
     for watched in WATCHED.values():
         (tgt,) = history[watched.label]["targets"]
         sql = tgt["rawSql"]
@@ -256,6 +263,19 @@ def test_baselines_charts_every_watched_metric_from_the_runs_table() -> None:
         assert "FROM runs" in sql
         assert "status = 'ok'" in sql
         assert "suite IN ($suite) AND series_key IN ($series)" in sql
+
+
+CACHE_PANEL = "Prefix-cache hit ratio per run"
+
+
+def test_live_and_comparison_boards_chart_the_reported_cache_hit_ratio() -> None:
+    live = {p["title"]: p for p in all_panels(boards()["run-live.json"]["panels"])}
+    (tgt,) = live["Prefix-cache hit ratio (engine-reported, run so far)"]["targets"]
+    assert tgt["expr"].startswith('sum(loadgen_cached_prompt_tokens_total{run_id="$run_id"}) / ')
+    compare = {p["title"]: p for p in all_panels(boards()["run-comparison.json"]["panels"])}
+    (bar,) = compare["Prefix-cache hit ratio by run"]["targets"]
+    assert "loadgen_cached_prompt_tokens_total" in bar["expr"]
+    assert "last_over_time" in bar["expr"]
 
 
 def test_baselines_shows_change_points_open_regressions_and_the_scheduler() -> None:

@@ -52,12 +52,12 @@ def test_serves_on_the_address_asked(addr: str) -> None:
     assert metrics.address is None
 
 
-def test_default_address_is_all_interfaces() -> None:
+def test_default_address_is_loopback() -> None:
     metrics = LiveMetrics(RunLabels(**LABELS), {})
     metrics.serve(0)
     try:
         assert metrics.address == (DEFAULT_LISTEN_ADDRESS, metrics.address[1])
-        assert DEFAULT_LISTEN_ADDRESS == "0.0.0.0"
+        assert DEFAULT_LISTEN_ADDRESS == "127.0.0.1"
     finally:
         metrics.stop()
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import GOLDEN_SGLANG, GOLDEN_VLLM
+from tests.conftest import GOLDEN_LLAMACPP, GOLDEN_SGLANG, GOLDEN_VLLM
 
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
@@ -90,12 +90,15 @@ def documented_in_metrics_md() -> set[str]:
 
 
 def golden_engine_names() -> set[str]:
-    """vllm:* and sglang:* series names in the real engines' /metrics captures."""
+    """The engines' own series names (`<engine>:*`) in their real /metrics captures."""
+    from infergauge.engines import ENGINES
+
+    prefix = "|".join(ENGINES)
     names = set()
-    for directory in (GOLDEN_VLLM, GOLDEN_SGLANG):
+    for directory in (GOLDEN_VLLM, GOLDEN_SGLANG, GOLDEN_LLAMACPP):
         for path in directory.glob("metrics_*.txt"):
             for line in path.read_text(encoding="utf-8").splitlines():
-                match = re.match(r"^((?:vllm|sglang):[\w:]+)[{ ]", line)
+                match = re.match(rf"^((?:{prefix}):[\w:]+)[{{ ]", line)
                 if match:
                     names.add(match.group(1))
     return names

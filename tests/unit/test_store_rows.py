@@ -152,3 +152,14 @@ def test_non_finite_floats_are_stored_as_the_folder_writes_them() -> None:
     row = build_row(manifest, in_memory)
     assert row["summary"]["ttft_s"]["max"] == "inf"  # JSONB takes no Infinity
     assert row["row_hash"] == build_row(manifest, from_folder)["row_hash"]
+
+
+def test_a_shard_record_is_a_row_keyed_apart_from_its_merged_run() -> None:
+    manifest, summary = _record(RUNS[0])
+    whole = build_row(manifest, summary)
+    assert (whole["run_id"], whole["shard"]) == (summary["run_id"], None)
+    sharded = copy.deepcopy(manifest)
+    sharded["shard"] = {"index": 2, "count": 3}
+    row = build_row(sharded, summary)
+    # the shards and their merged run share the run id: the shard's row has its own key
+    assert (row["run_id"], row["shard"]) == (f"{summary['run_id']}/shard-2", "2/3")

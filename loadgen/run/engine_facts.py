@@ -15,10 +15,10 @@ from typing import Any
 
 import aiohttp
 
-from loadgen.results.exporter_client import fetch_exporter_manifest, match_engine
 from loadgen.results.manifest import resolved_params
 from loadgen.results.rundir import load_run
-from loadgen.targets.preset import fetch_bodies, metadata_from_bodies
+from loadgen.targets.exporter_client import fetch_exporter_manifest, match_engine
+from loadgen.targets.preset import fetch_bodies, metadata_from_bodies, with_info_metric
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,8 @@ async def _from_url(url: str, exporter_url: str | None) -> EngineFacts:
     if meta.speaks is None:
         raise ConnectionError(f"no known engine's metadata at {url!r} (is the engine running?)")
     meta = dataclasses.replace(meta, engine=meta.speaks)
+    async with aiohttp.ClientSession() as session:
+        meta = await with_info_metric(session, base, meta)
     watched = match_engine((exporter or {}).get("engines") or [], base)
     resolved = resolved_params(meta, watched, exporter)
     source = f"exporter {exporter_url} + engine HTTP" if watched else "engine HTTP metadata"

@@ -107,13 +107,20 @@ def cache_facts(readings: Sequence[CacheCounters | None]) -> dict[str, Any]:
 
 
 def cache_warning(run_id: str, cache: Mapping[str, Any], threshold: float = WARM_HIT_RATIO) -> str | None:
-    """A console warning when the run measured a warm prefix cache (hit ratio above `threshold`)."""
+    """A console warning when the run measured a warm prefix cache: a hit ratio more than
+    `threshold` above what the workload's own repeated prompt blocks imply (`cache.implied`, an
+    upper bound; 0 when not computed), so a shared-prefix run on a cold cache is not warned about."""
     ratio = cache.get("hit_ratio")
     if ratio is None or ratio <= threshold:
         return None
-    hits = f"{cache.get('hit_tokens')} of {cache.get('queried_tokens')} prompt tokens ({ratio:.0%})"
+    implied = (cache.get("implied") or {}).get("hit_ratio") or 0.0
+    if ratio - implied <= threshold:
+        return None  # the workload's own shared prefixes explain the hits: the cache was cold
+    hits_text = f"{cache.get('hit_tokens')} of {cache.get('queried_tokens')} prompt tokens ({ratio:.0%})"
+    if implied:
+        hits_text += f", where the workload's repeated prefixes explain {implied:.0%},"
     if cache.get("flushed") is True:
         why = f"it was meant to be cold ({cache.get('method')})"
     else:
         why = f"the cache was not cleared before it ({cache.get('detail') or 'no flush asked'})"
-    return f"warning: run {run_id} measured a warm prefix cache: {hits} were cache hits, but {why}"
+    return f"warning: run {run_id} measured a warm prefix cache: {hits_text} were cache hits, but {why}"

@@ -1,9 +1,10 @@
 """The one client of the exporter's `/manifest`: fetch it, and pick the engine it watches for a URL.
 
 A run attaches an exporter only when it watches the run's target: one of its engines serves the
-run's base URL (same port in its URL, its `--port` flag or its engine's default port), or the user
-named the exporter with `--exporter-url`. Otherwise the manifest records why none was attached
-(on a shared host 127.0.0.1:9402 may be another user's exporter watching another engine).
+run's base URL (same port in its URL, its `--port` flag or its engine's default port, and not
+another host), whether the user named the exporter (`--exporter-url`) or it is the default one.
+Only that engine is recorded; otherwise the manifest records why none was attached (on a shared
+host 127.0.0.1:9402 may be another user's exporter watching another engine). docs/engine-facts.md.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import aiohttp
 
 from infergauge import engines
 from infergauge.redact import redact_url
+from loadgen.config import NO_EXPORTER
 
 EXPORTER_DEFAULT = "http://127.0.0.1:9402"
 
@@ -58,9 +60,13 @@ def read_exporter_manifest(url: str, timeout_s: float) -> dict[str, Any]:
 
 
 async def fetch_exporter_manifest(
-    session: aiohttp.ClientSession, url: str | None, timeout_s: float = 1.0, default: str = EXPORTER_DEFAULT
+    session: aiohttp.ClientSession, url: str | None, timeout_s: float = 1.0, default: str | None = None
 ) -> tuple[dict[str, Any] | None, str]:
-    """(the exporter's /manifest or None, where it came from or why not); `default` when no URL."""
+    """(the exporter's /manifest or None, where it came from or why not); `default` (else
+    EXPORTER_DEFAULT, read at call time) when no URL."""
+    if url == NO_EXPORTER:
+        return None, f"not attached: --exporter-url {NO_EXPORTER}"
+    default = default or EXPORTER_DEFAULT
     try:
         manifest = await get_exporter_manifest(session, url or default, timeout_s if not url else 5)
     except ExporterUnreachable as exc:
@@ -88,25 +94,65 @@ def engine_ports(engine: dict[str, Any]) -> set[int]:
     return ports
 
 
+_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0", "::"})
+
+
+def _host(url: str | None) -> str | None:
+    try:
+        return urlsplit(url or "").hostname
+    except ValueError:
+        return None
+
+
+def _same_host(engine_url: str | None, base_url: str) -> bool:
+    """False only when both URLs name hosts and they clearly differ (loopback names are one host)."""
+    mine, theirs = _host(base_url), _host(engine_url)
+    if not mine or not theirs:
+        return True
+    return mine == theirs or (mine in _LOOPBACK and theirs in _LOOPBACK)
+
+
 def match_engine(exporter_engines: list[dict[str, Any]], base_url: str) -> dict[str, Any] | None:
-    """The exporter engine that serves `base_url` (by port), None when none does."""
+    """The exporter engine that serves `base_url` (same port, and not another host), None when none does."""
     port = _port(base_url)
-    return next((e for e in exporter_engines if port is not None and port in engine_ports(e)), None)
+    return next(
+        (
+            e
+            for e in exporter_engines
+            if port is not None and port in engine_ports(e) and _same_host(e.get("url"), base_url)
+        ),
+        None,
+    )
 
 
 async def attach_exporter(
-    session: aiohttp.ClientSession, exporter_url: str | None, base_url: str, default: str = EXPORTER_DEFAULT
+    session: aiohttp.ClientSession, exporter_url: str | None, base_url: str, default: str | None = None
 ) -> tuple[dict[str, Any] | None, str]:
-    """(manifest to record, source) when the exporter watches `base_url` or was named by the user;
-    (None, why not) otherwise; the exporter at `default` is tried when none is named."""
+    """(manifest to record, source) when the exporter (named, else the one at `default`) watches
+    `base_url`: its `engines` cut to that one engine, so no other engine's facts reach the run;
+    (None, why not) otherwise, and none at all for `--exporter-url none`."""
     manifest, source = await fetch_exporter_manifest(session, exporter_url, default=default)
-    if manifest is None or exporter_url:
-        return manifest, source
+    if manifest is None:
+        return None, source
     watched = manifest.get("engines") or []
-    if match_engine(watched, base_url) is not None:
-        return manifest, source
+    engine = match_engine(watched, base_url)
+    if engine is not None:
+        return {**manifest, "engines": [engine]}, source
     ports = sorted({p for e in watched for p in engine_ports(e)})
+    named = "" if exporter_url else "; name one that does with --exporter-url"
     return None, (
         f"not attached: the exporter at {source} watches no engine at {redact_url(base_url)} "
-        f"(its engines serve ports {ports or 'none'}); name it with --exporter-url to attach it anyway"
+        f"(its engines serve ports {ports or 'none'}){named}"
     )
+
+
+def attached_line(manifest: dict[str, Any] | None, source: str) -> str:
+    """The console line saying which exporter was attached (and the engine it watches), or why none."""
+    if manifest is None:
+        return (
+            f"warning: no exporter attached ({source}): engine launch flags, GPU and host facts are missing"
+        )
+    (engine,) = manifest.get("engines") or [{}]
+    version = f" {engine.get('version')}" if engine.get("version") else ""
+    where = engine.get("url") or "a local process"
+    return f"exporter: {source} (watches {engine.get('engine')}{version} at {where})"

@@ -1,0 +1,102 @@
+"""Prefix-cache figures of a run, pure: what the engine reported per request and what the workload implies.
+
+Reported (`reported_facts`), from `usage.prompt_tokens_details.cached_tokens` of each measured ok
+request (vLLM with `--enable-prompt-tokens-details`, SGLang with `--enable-cache-report`; None on a
+request whose engine sent no details):
+
+    hit_ratio             = sum(cached_tokens) / sum(prompt_tokens), over the requests with details
+    cached_share_of_input = sum(cached_tokens) / total input tokens of every ok request
+
+Implied (`implied_cached_tokens`, `implied_facts`), from the prompts' token ids alone: an infinite
+cache of `block_size`-token blocks keyed, as vLLM keys them, by a hash chained over every earlier
+block, so a block counts as cached only when its whole prefix chain was in an earlier prompt. As the
+engines do, the block holding a prompt's last token is never counted (its logits must be computed):
+
+    implied cached tokens of prompt p = block_size * min(leading blocks of p seen before,
+                                                         (len(p) - 1) // block_size)
+
+It is an upper bound on what any engine could reuse: a real cache is finite (LRU eviction), a block
+counts only once its prompt's prefill has finished (two equal prompts sent together both miss), and
+a flush empties it. Only prompt blocks are counted, not generated tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from loadgen.records import RequestRecord
+
+DEFAULT_BLOCK_SIZE = 16  # vLLM's default block size, used when the engine's is not known
+BOUND = "upper bound: an infinite cache of whole blocks, prompts in send order (no eviction, no flush)"
+
+
+def chained_block_hashes(token_ids: Sequence[int], block_size: int) -> list[int]:
+    """Hash of each full block, chained: h_i = hash((h_{i-1}, block i's token ids))."""
+    out: list[int] = []
+    prev = 0
+    for start in range(0, len(token_ids) - block_size + 1, block_size):
+        prev = hash((prev, tuple(token_ids[start : start + block_size])))
+        out.append(prev)
+    return out
+
+
+def implied_cached_tokens(prompts: Iterable[Sequence[int]], block_size: int) -> list[int]:
+    """Per prompt (in send order), the tokens an infinite block cache would have served (module doc)."""
+    if block_size < 1:
+        raise ValueError(f"block size must be >= 1, got {block_size}")
+    seen: set[int] = set()
+    out: list[int] = []
+    for prompt in prompts:
+        hashes = chained_block_hashes(prompt, block_size)
+        hits = 0
+        for h in hashes:
+            if h not in seen:
+                break
+            hits += 1
+        out.append(block_size * min(hits, max(len(prompt) - 1, 0) // block_size))
+        seen.update(hashes)
+    return out
+
+
+def _ratio(part: int, whole: int) -> float | None:
+    return part / whole if whole else None
+
+
+def implied_facts(
+    prompts: Sequence[Sequence[int]] | None,
+    block_size: int | None,
+    measured: Sequence[bool] | None = None,
+    why_not: str = "",
+) -> dict[str, Any]:
+    """The run's implied hit ratio: `prompts` are every sent prompt in send order (warmup included,
+    they warm the cache too); `measured` says which count in the totals (default: all). None figures
+    with `not_computed` saying why when there are no token-id prompts."""
+    size = block_size or DEFAULT_BLOCK_SIZE
+    out: dict[str, Any] = {
+        "block_size": size,
+        "block_size_from": "engine" if block_size else "default",
+        "bound": BOUND,
+    }
+    if prompts is None:
+        none = dict.fromkeys(("cached_tokens", "prompt_tokens", "hit_ratio"))
+        return {**out, **none, "not_computed": why_not}
+    cached = implied_cached_tokens(prompts, size)
+    keep = list(measured) if measured is not None else [True] * len(prompts)
+    hit = sum(c for c, k in zip(cached, keep, strict=True) if k)
+    total = sum(len(p) for p, k in zip(prompts, keep, strict=True) if k)
+    return {**out, "cached_tokens": hit, "prompt_tokens": total, "hit_ratio": _ratio(hit, total)}
+
+
+def reported_facts(records: Iterable[RequestRecord], total_input_tokens: int) -> dict[str, Any]:
+    """The engine's per-request `cached_tokens` over the measured ok requests (module doc)."""
+    with_details = [r for r in records if not r.warmup and r.outcome == "ok" and r.cached_tokens is not None]
+    cached = sum(r.cached_tokens or 0 for r in with_details)
+    prompt = sum(r.input_len if r.prompt_tokens is None else r.prompt_tokens for r in with_details)
+    return {
+        "requests_with_details": len(with_details),
+        "cached_tokens": cached if with_details else None,
+        "prompt_tokens": prompt if with_details else None,
+        "hit_ratio": _ratio(cached, prompt) if with_details else None,
+        "cached_share_of_input": _ratio(cached, total_input_tokens) if with_details else None,
+    }
