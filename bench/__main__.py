@@ -9,6 +9,7 @@ import time
 # name -> module with a `main() -> None` that prints its figures
 BENCHMARKS: dict[str, str] = {
     "loadgen": "bench.loadgen_client",
+    "vsgo": "bench.vs_go",
     "simengine": "bench.sim_capacity",
     "exporter": "bench.exporter_scrape",
     "scaling": "bench.scaling",
@@ -16,7 +17,7 @@ BENCHMARKS: dict[str, str] = {
     "baseline": "bench.baseline_check",
 }
 # `python -m bench` with no names: these (scaling needs a many-core host: `python -m bench scaling`)
-DEFAULT: tuple[str, ...] = ("loadgen", "simengine", "exporter", "baseline")
+DEFAULT: tuple[str, ...] = ("loadgen", "vsgo", "simengine", "exporter", "baseline")
 
 
 def main(argv: list[str]) -> int:

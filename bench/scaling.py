@@ -31,10 +31,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from bench.reuseport_servers import ServerGroup
 from loadgen.scale.pinning import sysfs_siblings
@@ -65,6 +66,25 @@ class Grid:
     label: str
 
 
+class Servers(Protocol):
+    """What a point needs of its server(s): bench.reuseport_servers.ServerGroup or bench.ref_group's."""
+
+    url: str
+    split: list[int]
+
+    def cpu(self) -> list[float]:
+        """CPU seconds so far, per server."""
+        ...
+
+    def dump(self) -> dict[str, list[int]]:
+        """X-Request-Id -> each token's send time, for the streams finished since the last dump."""
+        ...
+
+
+# (cpus, ttft_s, itl_s) -> a context manager giving Servers (ServerGroup, or the reference server's)
+ServerFactory = Callable[[Sequence[int], float, float], AbstractContextManager[Servers]]
+
+
 @dataclass(frozen=True)
 class Point:
     """One rate point's figures."""
@@ -74,6 +94,7 @@ class Point:
     achieved: float
     lag_p99_ms: float
     server_busy: float
+    ttft_err_p99_ms: float = math.nan  # client first token minus the server's true send, p99
 
 
 def plan_grid(cores: int, small: bool, rates: tuple[int, ...] = RATES) -> Grid | None:
@@ -173,7 +194,10 @@ def ceiling_lines(points: Sequence[Point]) -> list[str]:
         shown = f"{top:g} req/s" if top else "none of the rates"
         shown = f"at least {shown} (the grid's top rate)" if top == grid_top else shown
         who = "plain run" if workers == PLAIN else f"{workers} worker(s)"
-        lines.append(f"ceiling, {who}: {shown} sustained ({ratio}){note}")
+        held = [p.ttft_err_p99_ms for p in points if p.workers == workers and sustained(p)]
+        worst = max((v for v in held if not math.isnan(v)), default=math.nan)
+        ttft = f"; TTFT error p99 <= {worst:.2f} ms at the rates held" if held else ""
+        lines.append(f"ceiling, {who}: {shown} sustained ({ratio}){ttft}{note}")
     return lines
 
 
@@ -244,7 +268,7 @@ def client_cores(workers: int | None, usable: Sequence[int]) -> set[int]:
     return set(usable[: max(1, min(want, len(usable)))])
 
 
-def run_point(servers: ServerGroup, workers: int | None, args: Sequence[str], cores: set[int]) -> Outcome:
+def run_point(servers: Servers, workers: int | None, args: Sequence[str], cores: set[int]) -> Outcome:
     """Run `loadgen run [--workers N] ARGS` pinned to `cores` and read its (merged) record."""
     cmd = loadgen_cmd(servers.url, workers, args)
     with tempfile.TemporaryDirectory() as out:
@@ -257,8 +281,9 @@ def run_point(servers: ServerGroup, workers: int | None, args: Sequence[str], co
             check=False,
         )
         wall, cpu1 = time.monotonic() - t0, servers.cpu()  # wall: the fallback when nothing was served
-        truth = servers.dump()  # also after a failed run: the next point starts with empty servers
+        # before the dump: the reference server is a child too, reaped (and counted) when it ends there
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        truth = servers.dump()  # also after a failed run: the next point starts with empty servers
         found = sorted(Path(out).glob("*/requests.jsonl"))
         if not found:
             raise RuntimeError(f"loadgen run exited {done.returncode}: {done.stderr.strip()[-300:]}")
@@ -272,7 +297,14 @@ def run_point(servers: ServerGroup, workers: int | None, args: Sequence[str], co
     return Outcome(summary, lines, base_ns, client, busy, truth, tuple(servers.split), wall)
 
 
-def rate_grid(grid: Grid, cpus: Sequence[int], usable: Sequence[int], seconds: float) -> list[Point]:
+def rate_grid(
+    grid: Grid,
+    cpus: Sequence[int],
+    usable: Sequence[int],
+    seconds: float,
+    make: ServerFactory = ServerGroup,
+    tries: int = TRIES,
+) -> list[Point]:
     """Table 1: workers x rate (32 tokens, TTFT 20 ms, 5 ms/token); returns the points for the ceilings.
     A point not sustained is run again, up to TRIES runs in all, and counts as sustained when one run
     is: a client that cannot keep up builds a backlog in every run, while a stall of the host (a
@@ -284,14 +316,14 @@ def rate_grid(grid: Grid, cpus: Sequence[int], usable: Sequence[int], seconds: f
         "req/server  ok"
     )
     points: list[Point] = []
-    with ServerGroup(cpus, ttft_s=0.020, itl_s=0.005) as servers:
+    with make(cpus, 0.020, 0.005) as servers:
         for workers, rate in [(w, r) for w in grid.workers for r in grid.rates]:
             failed = next((p.asked for p in points if p.workers == workers and not sustained(p)), None)
             if failed is not None:  # a saturated client runs long past its seconds: skip what cannot pass
                 print(f"{mode_name(workers):>7}  {rate:>5}  skipped: {failed:g} req/s was not sustained")
                 continue
             point = rate_point(servers, workers, rate, usable, seconds)
-            for retry in range(1, TRIES):
+            for retry in range(1, tries):
                 if sustained(point):
                     break
                 point = rate_point(servers, workers, rate, usable, seconds, retry)
@@ -300,7 +332,7 @@ def rate_grid(grid: Grid, cpus: Sequence[int], usable: Sequence[int], seconds: f
 
 
 def rate_point(
-    servers: ServerGroup, workers: int, rate: int, usable: Sequence[int], seconds: float, retry: int = 0
+    servers: Servers, workers: int, rate: int, usable: Sequence[int], seconds: float, retry: int = 0
 ) -> Point:
     """One rate point, its row printed (a failed run is a row with no rate achieved)."""
     n = int(rate * seconds)
@@ -314,19 +346,22 @@ def rate_point(
     s, errs = got.summary, ttft_errors_ms(got.lines, got.base_ns, got.truth)
     lag_ms = (s["schedule_lag_s"]["p99"] or float("nan")) * 1e3
     p50_ms = (s["schedule_lag_s"]["p50"] or float("nan")) * 1e3
-    point = Point(workers, float(rate), s["achieved_rate"] or 0.0, lag_ms, got.server_busy)
+    ttft = _p(errs, 99)
+    point = Point(workers, float(rate), s["achieved_rate"] or 0.0, lag_ms, got.server_busy, ttft)
     print(
         f"{mode_name(workers):>7}  {rate:>5}  {point.achieved:8.1f}  {p50_ms:10.3f}  {lag_ms:10.3f}  "
-        f"{_p(errs, 99):15.3f}  {got.client_cpu_s * 1e3 / n:17.3f}  {100 * got.server_busy:11.0f}  "
+        f"{ttft:15.3f}  {got.client_cpu_s * 1e3 / n:17.3f}  {100 * got.server_busy:11.0f}  "
         f"{min(got.split)}-{max(got.split):<5}  {s['requests']['ok']}/{n}{mark}"
     )
     return point
 
 
-def stream_grid(grid: Grid, cpus: Sequence[int], usable: Sequence[int]) -> None:
+def stream_grid(
+    grid: Grid, cpus: Sequence[int], usable: Sequence[int], make: ServerFactory = ServerGroup
+) -> None:
     """Table 2: workers x concurrent streams (256 tokens at 2 ms): client-ingested vs server tokens/s."""
     print("workers  streams  server_tok/s  client_tok/s  share%  server_cpu%")
-    with ServerGroup(cpus, ttft_s=0.002, itl_s=0.002) as servers:
+    with make(cpus, 0.002, 0.002) as servers:
         for workers, k in [(w, k) for w in grid.workers for k in grid.streams]:
             args = ["--rate", "inf", "--max-concurrency", str(k), "--num-prompts", str(k)]
             try:
@@ -380,11 +415,38 @@ def main() -> None:
     print(f"scaling: {grid.label}; {seconds:g} s per rate point; servers share port SO_REUSEPORT")
     print(f"scaling: {smt_line(cores)}")
     usable = [c for c in range(cores) if c not in cpus] or list(range(cores))  # small grid: shared
-    points = rate_grid(grid, cpus, usable, seconds)
-    for line in ceiling_lines(points):
-        print(line)
-    if grid.streams:
-        stream_grid(grid, cpus, usable)
+    from bench import scaling_blocks as sb  # imports this module: loaded here, not at the top
+
+    tools = sb.tools_or_reason()
+    try:
+        kinds, line = sb.server_kinds(os.environ.get("SCALING_SERVER"), tools)
+        blocks, tries = (
+            int(os.environ.get("SCALING_BLOCKS", "1")),
+            int(os.environ.get("SCALING_TRIES", TRIES)),
+        )
+    except ValueError as exc:
+        raise SystemExit(f"scaling: {exc}") from None
+    print(f"scaling: {line}; {blocks} block(s), up to {tries} run(s) a point")
+
+    def grid_of(kind: str) -> Callable[[], list[Point]]:
+        make = sb.factory(kind, tools) or ServerGroup
+
+        def run() -> list[Point]:
+            points = rate_grid(grid, cpus, usable, seconds, make, tries)
+            for text in ceiling_lines(points):
+                print(text)
+            return points
+
+        return run
+
+    got = sb.run_kinds(kinds, blocks, {k: grid_of(k) for k in kinds})
+    print()
+    for kind, points in got.items():
+        for text in sb.summary_lines(kind, points, float(max(grid.rates))):
+            print(text)
+    for kind in kinds if grid.streams else ():
+        print(f"\n--- streams, {kind} server ---")
+        stream_grid(grid, cpus, usable, sb.factory(kind, tools, log_tokens=True) or ServerGroup)
 
 
 if __name__ == "__main__":

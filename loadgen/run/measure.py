@@ -33,6 +33,9 @@ from loadgen.workload.shard import perf_base
 MIN_FOR_BUDGET = 20  # finished requests before --max-error-rate may stop a run early
 SWITCH_INTERVAL_S = 0.0002  # GIL hand-over delay during a run (Python's default is 5 ms)
 FINISH_SLICE_NS = 200_000  # parsing of finished requests between two yields to the event loop
+SPLIT_READS = (
+    64  # a finished stream of at least this many reads is parsed, then encoded, with a yield between
+)
 _BODY = json.JSONEncoder(separators=(",", ":")).encode  # json.dumps less a new encoder per call
 GC_TICKS = 240  # monitor ticks (0.25 s) between garbage collections during a run (see paced_gc)
 RELEASED: tuple[int, ...] = ()  # token_ns of a request whose line is on disk (see Run.release)
@@ -79,7 +82,11 @@ class Run:
             item = await queue.get()
             until = now() + FINISH_SLICE_NS
             while True:
-                self._parse(*item)
+                record, size = item
+                if len(record.raw or ()) >= SPLIT_READS and self._may_yield(now()):
+                    await self._parse_in_two(record, size)
+                else:
+                    self._parse(record, size)
                 if queue.empty():
                     break  # the next `get` yields to the event loop
                 if now() >= until and self._may_yield(now()):
@@ -88,14 +95,32 @@ class Run:
                 item = queue.get_nowait()
             self.backlog.leave(now())
 
+    def _take(self, record: RequestRecord) -> None:
+        """Parse and account a finished request (the first step of `_parse` and `_parse_in_two`)."""
+        self.stalls.overdue(time.perf_counter_ns())  # a stall the monitor has not woken from yet
+        self.stalls.stamp(record)
+        self.account(finalize(record))
+
     def _parse(self, record: RequestRecord, size: int) -> None:
         try:
-            self.stalls.overdue(time.perf_counter_ns())  # a stall the monitor has not woken from yet
-            self.stalls.stamp(record)
-            self.account(finalize(record))
+            self._take(record)
             if self.journal is not None:
                 self.journal.add(record, self.start_ns)
             self.sent.step(2)  # keeps up with the sends (one finishes per send), in short slices
+        finally:
+            self.backlog.remove(size)
+            self.finished_queue.task_done()
+
+    async def _parse_in_two(self, record: RequestRecord, size: int) -> None:
+        """`_parse` of a long stream in two steps with a yield between: the parse, then the line's
+        encoding (each about as long as the other for 256 tokens), so the reads that came in during
+        the first are stamped before the second instead of after both (ITL accuracy, #23)."""
+        try:
+            self._take(record)
+            await asyncio.sleep(0)
+            if self.journal is not None:
+                self.journal.add(record, self.start_ns)
+            self.sent.step(2)
         finally:
             self.backlog.remove(size)
             self.finished_queue.task_done()
@@ -122,7 +147,7 @@ class Run:
     def account(self, record: RequestRecord) -> None:
         """Account a parsed request; stop the run when the error budget is exhausted."""
         met = bool(self.config.slo) and meets_slo(record, self.config.slo)
-        if self.metrics is not None:
+        if self.metrics is not None and self.metrics.address is not None:  # unserved: nobody reads them
             self.metrics.observe(record, met)  # the in-flight gauge is the monitor's (4 times a second)
         if record.warmup or record.outcome == "cancelled":
             return

@@ -5,13 +5,12 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, TextIO
-
-from rich.console import Console
-from rich.live import Live
-from rich.text import Text
+from typing import TYPE_CHECKING, Any, TextIO
 
 from loadgen.workload.fidelity import traffic_lines
+
+if TYPE_CHECKING:  # rich is imported only where a terminal shows the live line (not by a quiet run)
+    from rich.live import Live
 
 PLAIN_EVERY_S = 5.0
 
@@ -38,6 +37,10 @@ class Progress:
         # once (an engine that refuses) ends on its one-line error, with no progress line before it
         self._live: Live | None = None
         if self.tty:
+            from rich.console import Console
+            from rich.live import Live
+            from rich.text import Text
+
             self._live = Live(
                 Text(""), console=Console(file=self.stream), refresh_per_second=4, transient=True
             )
@@ -58,6 +61,8 @@ class Progress:
         if not self.enabled:
             return
         if self._live is not None:
+            from rich.text import Text
+
             self._live.update(Text(self.line(c)))
             return
         now = time.monotonic()

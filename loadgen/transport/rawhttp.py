@@ -1,7 +1,7 @@
 """A minimal HTTP/1.1 streaming client on a raw `asyncio.Protocol` (`--http-client raw`).
 
 Same job as `client.send_request` with less per-request and per-read work: request bytes built once;
-`data_received` stamps each read (`perf_counter_ns()` first) and only reads the framing (head once;
+`data_received` stamps each read (see `read_stamp`) and only reads the framing (head once;
 chunked via `stamping.ChunkedBody`, Content-Length, or until close); the reading task wakes once, at
 the end of the body. Keep-alive connections are pooled, one per request in flight, up to the limit.
 Outcomes are the aiohttp client's (timeout; connect_error: refused, unreachable, TLS handshake
@@ -31,6 +31,27 @@ _FD_LOCK = threading.Lock()  # a connection's write descriptor is closed and wri
 
 # runs an action in the waker thread at a perf_counter_ns time (PreciseWaker.post_at)
 PostAt = Callable[[int, Callable[[], None]], None]
+
+_batch: list[object] = [None, 0]  # [the loop, the stamp] of the batch of reads being handled now
+
+
+def read_stamp(loop: asyncio.AbstractEventLoop) -> int:
+    """The arrival stamp of a read: `perf_counter_ns()` at the first read handled in this turn of the
+    event loop, shared by every read handled in the same turn. The loop hands over the reads that one
+    poll found ready one after another; each was already in the kernel when the poll returned, so the
+    turn's first stamp is the closest to its arrival (a read stamped on its own turn comes later by
+    the handling of the reads before it: tens of µs each, 64 streams in lock step spread their stamps
+    over ~0.3 ms). A callback queued with the first read ends the batch before the next poll."""
+    if _batch[0] is loop:
+        return _batch[1]  # type: ignore[return-value]
+    t = _now()
+    _batch[0], _batch[1] = loop, t
+    loop.call_soon(_end_batch)
+    return t
+
+
+def _end_batch() -> None:
+    _batch[0] = None
 
 
 class RawProtocolError(Exception):
@@ -121,7 +142,8 @@ class _Conn(asyncio.Protocol):
         self.status, self.chunked, self.got_bytes, self.end_ns = 0, None, False, 0
 
     def data_received(self, data: bytes) -> None:
-        t = _now()
+        loop = self.loop
+        t = read_stamp(loop) if loop is not None else _now()
         self.got_bytes = True
         mode = self.mode
         if mode == "chunked":

@@ -1,0 +1,187 @@
+"""Pure figures of the client-vs-Go bench (bench.vs_go): one client run's requests, normalised from
+loadgen's `requests.jsonl` or refclient's JSONL, joined with the reference server's log.
+
+All times are CLOCK_MONOTONIC ns (loadgen's plain-run `*_ns` are `perf_counter_ns()`, refclient's
+`*_mono_ns` are the same clock), so a client's stamps, its CPU samples and the server's log share one
+time base.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from loadgen.stats import percentile
+
+
+@dataclass(frozen=True)
+class Req:
+    """One request as either client saw it."""
+
+    rid: str
+    start_ns: int
+    lag_ms: float | None  # send time minus due time (None: the client does not schedule, e.g. streams)
+    ttft_ms: float | None
+    itl_ms: tuple[float, ...]
+    tokens: int
+    ok: bool
+
+    def token_times(self) -> list[int]:
+        """Arrival of each token-bearing chunk (first token, then the ITLs added up), ns."""
+        if self.ttft_ms is None:
+            return []
+        t = self.start_ns + round(self.ttft_ms * 1e6)
+        out = [t]
+        for gap in self.itl_ms:
+            t += round(gap * 1e6)
+            out.append(t)
+        return out
+
+
+def from_loadgen(line: Mapping[str, Any]) -> Req:
+    """A loadgen requests.jsonl line (a plain run: `sent_ns` is perf_counter_ns)."""
+    ttft = line.get("ttft_s")
+    return Req(
+        rid=str(line["x_request_id"]),
+        start_ns=int(line["sent_ns"]),
+        lag_ms=line["schedule_lag_s"] * 1e3 if line.get("schedule_lag_s") is not None else None,
+        ttft_ms=None if ttft is None else ttft * 1e3,
+        itl_ms=tuple(v * 1e3 for v in line.get("itl_s") or ()),
+        tokens=int(line.get("output_tokens") or 0),
+        ok=line.get("outcome") == "ok",
+    )
+
+
+def from_refclient(line: Mapping[str, Any]) -> Req:
+    """A refclient JSONL line (`sched_mono_ns` is 0/absent in concurrency mode)."""
+    start, sched = int(line["start_mono_ns"]), int(line.get("sched_mono_ns") or 0)
+    ok = bool(line.get("ok"))
+    return Req(
+        rid=str(line["key"]),
+        start_ns=start,
+        lag_ms=(start - sched) / 1e6 if sched else None,
+        ttft_ms=float(line["ttft_ms"]) if ok or line.get("ttft_ms") else None,
+        itl_ms=tuple(float(v) for v in line.get("itl_ms") or ()),
+        tokens=int(line.get("out_tokens") or 0),
+        ok=ok,
+    )
+
+
+def p(values: Iterable[float], q: float) -> float:
+    """The q-th percentile (nan when empty)."""
+    got = sorted(values)
+    return percentile(got, q) if got else math.nan
+
+
+def ttft_errors_ms(reqs: Sequence[Req], server_ttft_ms: Mapping[str, float]) -> list[float]:
+    """Client TTFT minus the server's own (arrival to first token sent), per request joined on its id."""
+    return [
+        r.ttft_ms - server_ttft_ms[r.rid] for r in reqs if r.ttft_ms is not None and r.rid in server_ttft_ms
+    ]
+
+
+def gap_errors_ms(reqs: Sequence[Req], true_gaps: Mapping[str, Sequence[float]]) -> list[float]:
+    """|client ITL − the server's true gap| for every token gap of every request joined on its id."""
+    out: list[float] = []
+    for r in reqs:
+        truth = true_gaps.get(r.rid)
+        if truth:
+            out += [abs(c - t) for c, t in zip(r.itl_ms, truth, strict=False)]
+    return out
+
+
+def itl_excess_ms(reqs: Sequence[Req], true_ms: float) -> float:
+    """The issue's ITL error: the client's ITL p99 minus the true inter-token time (ms)."""
+    return p((g for r in reqs for g in r.itl_ms), 99) - true_ms
+
+
+def window_cpu_s(samples: Sequence[tuple[int, float]], start_ns: int, end_ns: int) -> float:
+    """CPU seconds spent in [start_ns, end_ns], linearly interpolated between (time ns, cumulative
+    CPU s) samples; nan when the samples do not span the window."""
+    if len(samples) < 2 or samples[0][0] > start_ns or samples[-1][0] < end_ns:
+        return math.nan
+    return _at(samples, end_ns) - _at(samples, start_ns)
+
+
+def _at(samples: Sequence[tuple[int, float]], t: int) -> float:
+    for (t0, c0), (t1, c1) in zip(samples, samples[1:], strict=False):
+        if t0 <= t <= t1:
+            return c0 if t1 == t0 else c0 + (c1 - c0) * (t - t0) / (t1 - t0)
+    return samples[-1][1]
+
+
+def load_window(reqs: Sequence[Req]) -> tuple[int, int]:
+    """First send to last token of the run (ns); (0, 0) when nothing was sent."""
+    if not reqs:
+        return 0, 0
+    ends = [t[-1] if (t := r.token_times()) else r.start_ns for r in reqs]
+    return min(r.start_ns for r in reqs), max(ends)
+
+
+def ideal_tokens_s(streams: int, tokens: int, ttft_ms: float, tpot_ms: float) -> float:
+    """Tokens/s a perfect client gets from `streams` back-to-back streams: streams × tokens / (TTFT +
+    (tokens − 1) × TPOT)."""
+    return streams * tokens / ((ttft_ms + (tokens - 1) * tpot_ms) / 1e3)
+
+
+def steady_tokens_s(reqs: Sequence[Req], skip_s: float = 1.0) -> float:
+    """Tokens/s received between `skip_s` after the first send (ramp-up) and the last send (every
+    stream still busy): the streams' steady rate; nan when that window is empty."""
+    if not reqs:
+        return math.nan
+    lo = min(r.start_ns for r in reqs) + round(skip_s * 1e9)
+    hi = max(r.start_ns for r in reqs)
+    if hi <= lo:
+        return math.nan
+    n = sum(1 for r in reqs for t in r.token_times() if lo <= t < hi)
+    return n / ((hi - lo) / 1e9)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the ratio table: a figure, loadgen's and the Go client's medians, the median of the
+    per-block ratios (loadgen / Go), and whether higher is better."""
+
+    name: str
+    loadgen: float
+    go: float
+    ratio: float
+    higher_better: bool = False
+
+    def met(self) -> bool:
+        """loadgen at or better than Go (ratio <= 1, or >= 1 when higher is better)."""
+        return self.ratio >= 1.0 if self.higher_better else self.ratio <= 1.0
+
+
+def median(values: Iterable[float]) -> float:
+    """Median of the finite values (nan when none)."""
+    kept = [v for v in values if not math.isnan(v)]
+    return statistics.median(kept) if kept else math.nan
+
+
+def ratio_row(name: str, ours: Sequence[float], go: Sequence[float], higher_better: bool = False) -> Row:
+    """A Row from per-block figures (same length, block i of each measured side by side)."""
+    ratios = [a / b if b else math.nan for a, b in zip(ours, go, strict=True)]
+    return Row(name, median(ours), median(go), median(ratios), higher_better)
+
+
+def format_row(row: Row) -> str:
+    """`name  loadgen  go  ratio  ✓/✗` (ratio marked met when loadgen is at or better than Go)."""
+    mark = "met" if row.met() else "not met"
+    return f"{row.name:<44} {row.loadgen:10.3f} {row.go:10.3f} {row.ratio:7.2f}  {mark}"
+
+
+def lag_crossing(points: Sequence[tuple[float, float]], limit_ms: float = 2.0) -> str:
+    """From (rate, lag p99 ms) points: the first rate whose lag p99 reaches `limit_ms`, with the last
+    rate below it, as a line."""
+    below = None
+    for rate, lag in sorted(points):
+        if lag >= limit_ms or math.isnan(lag):
+            held = f"{below[0]:g} req/s held ({below[1]:.2f} ms)" if below else "no rate held"
+            return f"lag p99 crosses {limit_ms:g} ms at {rate:g} req/s ({lag:.2f} ms); {held}"
+        below = (rate, lag)
+    top = f"{below[0]:g} req/s ({below[1]:.2f} ms)" if below else "no rates"
+    return f"lag p99 stays under {limit_ms:g} ms up to the top rate, {top}"
