@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
+from loadgen.baseline.causes import NO_DIFFERENCE
 from loadgen.run.annotations import post_annotation
 from loadgen.store.changes import set_annotation, unannotated
 from loadgen.store.db import open_store
@@ -50,7 +51,7 @@ def annotation_text(row: Mapping[str, Any]) -> str:
     change = f"{size * 100:+.1f}%" if size is not None else "changed"
     unit = f" {row['unit']}" if row.get("unit") else ""
     medians = f"{row['before_median']:.6g} -> {row['after_median']:.6g}{unit}"
-    cause = row.get("cause") or "no manifest difference"
+    cause = row.get("cause") or NO_DIFFERENCE
     return (
         f"{row['kind']}: {row['metric_label']} {change} ({medians}) in {row['series_key']} "
         f"at {row['first_run_after']}; cause: {cause}"

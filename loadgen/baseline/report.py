@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from loadgen.baseline.causes import NO_DIFFERENCE
 from loadgen.baseline.check import Finding, gating, regressions
 from loadgen.baseline.metrics import WATCHED
 
@@ -33,8 +34,16 @@ def console(findings: Sequence[Finding], fail_on: str) -> list[str]:
             f"{flag} [{f.status}{'' if f.open else ', superseded'}] {f.series} {WATCHED[f.metric].label}: "
             f"{_size(f)} p={f.p_value:.2g} between {f.last_before} and {f.first_after}"
         )
-        lines += [f"    {n}. {_cause(c)}" for n, c in enumerate(f.causes[:CAUSES_SHOWN], start=1)]
+        lines += _cause_lines(f)
     return lines
+
+
+def _cause_lines(f: Finding) -> list[str]:
+    """The likeliest causes, `no recorded difference` when there is none, and the missing facts."""
+    lines = [f"    {n}. {_cause(c)}" for n, c in enumerate(f.causes[:CAUSES_SHOWN], start=1)]
+    if not f.causes:
+        lines.append(f"    {NO_DIFFERENCE}")
+    return lines + [f"    missing: {line}" for line in f.missing]
 
 
 def document(findings: Sequence[Finding], fail_on: str) -> dict[str, Any]:
@@ -76,4 +85,6 @@ def markdown(findings: Sequence[Finding], fail_on: str) -> str:
         if f.worse:
             out += ["", f"## {f.series}: {WATCHED[f.metric].label} at {f.first_after}", ""]
             out += [f"{n}. `{c['key']}`: {c['a']} -> {c['b']}" for n, c in enumerate(f.causes, start=1)]
+            out += [] if f.causes else [NO_DIFFERENCE]
+            out += [f"- missing: {line}" for line in f.missing]
     return "\n".join([*out, ""])

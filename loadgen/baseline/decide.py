@@ -1,0 +1,58 @@
+"""How one check decides over every metric a series watches (pure): one false-alarm budget per check.
+
+A check watches several metrics at once (TTFT/TPOT/E2E percentiles, throughput, error rate), and a
+run that reads slow moves several of them together; testing each at `alpha` would raise a false
+alarm on *some* metric far more often than `alpha` (the bench measured 5.1 false-alarm checks per 100
+step-free runs at 0.9 per metric). So `alpha` is the check's budget, family-wise over its watched
+metrics: each metric is tested at `alpha / m` (Bonferroni over the m watched metrics). Bonferroni
+holds whatever the metrics' correlation (they are strongly correlated, which makes it conservative,
+not wrong); a real slowdown moves several metrics, so the any-metric recall loses little (the bench
+measures it, docs/baselines.md). The suspicion threshold is split the same way. Improvements keep
+their own (stricter) threshold: they are never alarmed on.
+
+Counts (error rate: errors out of requests) are tested by `loadgen.analysis.counts` (Fisher's exact
+test on the pooled counts) at the same per-metric share of the budget.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+from loadgen.analysis.changepoint import Change, DetectorSettings, detect, raised
+from loadgen.analysis.counts import Counts, count_changes, count_raised
+from loadgen.baseline.metrics import WATCHED
+
+COUNT_METRICS = frozenset({"error_rate"})  # metrics with a count form (errors out of requests)
+
+
+def per_metric(settings: DetectorSettings, watched: int) -> DetectorSettings:
+    """The settings each of `watched` metrics is tested at: the check's alpha split Bonferroni-wise."""
+    m = max(watched, 1)
+    return dataclasses.replace(
+        settings,
+        alpha=settings.alpha / m,
+        suspect_alpha=settings.suspect_alpha / m,
+        loo_alpha=settings.loo_alpha / m,
+    )
+
+
+def decide(
+    figures: Mapping[str, Sequence[float]],
+    counts: Counts | None,
+    settings: DetectorSettings,
+    *,
+    as_raised: bool = False,
+) -> dict[str, list[Change]]:
+    """metric -> its changes (as they stand; `as_raised`: every change as a check after each run raised
+    it), each metric at its share of the check's budget; `counts` feeds the count metrics."""
+    each = per_metric(settings, len(figures))
+    out: dict[str, list[Change]] = {}
+    for metric, values in figures.items():
+        if metric in COUNT_METRICS and counts is not None:
+            out[metric] = (count_raised if as_raised else count_changes)(counts, each)
+            continue
+        better_up = WATCHED[metric].higher_is_better
+        find = raised if as_raised else detect
+        out[metric] = find(values, higher_is_better=better_up, settings=each)
+    return out
