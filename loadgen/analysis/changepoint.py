@@ -14,7 +14,7 @@ The test, in log space (shifts are relative), for each candidate `i` among the l
   so a new regime needs only `min_regime` runs (not `min_before`) before the next change can be placed
   (a false change no longer blinds the check for `min_before` runs, and the noise of a short regime
   is not guessed from a handful of runs);
-- runs after `i` are clipped to the level +- `CLIP_AFTER` noise units, so one wild run moves the mean
+- runs after `i` are clipped to the level +- `clip_after` noise units, so one wild run moves the mean
   by a bounded amount, and compared with the level by a one-sided pooled two-sample t-test
   (`scipy.stats.ttest_ind_from_stats`), in the direction asked: p < `alpha` for worse, and
   p < `improvement_alpha` (stricter) for better: an improvement is never alarmed on, but a false one
@@ -47,7 +47,6 @@ import numpy as np
 from scipy import stats
 
 OUTLIER = 4.0  # runs further than this many MADs from the regime's median are left out of its level
-CLIP_AFTER = 5.0  # runs after a candidate move the comparison by at most this many noise units each
 
 
 @dataclass(frozen=True)
@@ -66,6 +65,8 @@ class DetectorSettings:
     loo_alpha: float = 0.05  # without its most extreme run, the rest must still differ at this level
     min_shift: float = 1.2  # median after vs the level before, in noise units, at least
     noise_floor: float = 0.002  # smallest noise (relative) assumed, for near-constant series
+    clip_after: float = 5.0  # runs after a candidate move the comparison by at most this many noise
+    # units each
     revise_within: int = 7  # runs after a change during which a later one found against the regime
     # before it replaces it (0: never revised)
 
@@ -168,13 +169,13 @@ def _p_values(
     rows, loo_rows, has_loo, shifts = [], [], [], []
     for split in splits:
         level, after = regime.level(split), regime.logs[split:end]
-        rows.append(_row(level, after, CLIP_AFTER))
+        rows.append(_row(level, after, regime.settings.clip_after))
         rest = np.delete(after, int(np.argmax(after) if worse_up else np.argmin(after)))
         rest = rest if len(rest) else after
         shift = (float(np.median(rest)) - level.center) / level.scale
         shifts.append(shift if worse_up else -shift)
         has_loo.append(len(after) > 1)
-        loo_rows.append(_row(level, rest, CLIP_AFTER))
+        loo_rows.append(_row(level, rest, regime.settings.clip_after))
     p_loo = np.where(has_loo, _t_test(loo_rows, worse_up), 1.0)
     return _t_test(rows, worse_up), p_loo, np.array(shifts)
 

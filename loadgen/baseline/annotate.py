@@ -4,7 +4,8 @@ After each check, every open confirmed change of the store's `changes` table tha
 yet is posted once (`POST /api/annotations`: time = start of the first run after the change, tags,
 a text naming the metric, its size and the top-ranked cause) and its annotation id recorded, so a
 later check does not post it again and a Grafana that was down gets it at the next check. The token
-goes in the Authorization header only. A failure is a warning, never a failed check.
+goes in the Authorization header only. A failure is one warning per check (the first post that fails
+ends the check's posting: the rest wait for the next check), never a failed check.
 """
 
 from __future__ import annotations
@@ -72,9 +73,10 @@ def annotate_changes(
             ann_id = post_annotation(
                 grafana_url, token, time_ms=annotation_time_ms(row), tags=tags, text=text, what=what
             )
-            if ann_id is not None:
-                set_annotation(store, row, ann_id)
-                posted += 1
+            if ann_id is None:  # Grafana is down: one warning, the rest wait for the next check
+                break
+            set_annotation(store, row, ann_id)
+            posted += 1
     if posted:
         log(f"grafana: {posted} change point(s) annotated")
     return posted
