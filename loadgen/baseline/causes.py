@@ -88,7 +88,7 @@ def recorded_causes(
     ranked: list[Difference] = []
     missing: dict[str, str] = {}
     for row in rows:
-        if per_pass(row.key):
+        if per_pass(row.key) or (_absent(row.a) and _absent(row.b)):
             continue
         if _absent(row.a) != _absent(row.b):
             section = ".".join(row.key.split(".")[:2])
