@@ -69,6 +69,11 @@ class DetectorSettings:
     # units each
     revise_within: int = 7  # runs after a change during which a later one found against the regime
     # before it replaces it (0: never revised)
+    # what makes a run noisy, kept out of a baseline check (loadgen.baseline.noisy; 0: not checked)
+    max_lag_s: float = 0.5  # schedule lag p99 (send - due time) of the run
+    max_steal: float = 0.10  # share of CPU time stolen from the client host during the run
+    max_load_per_cpu: float = 0.0  # 1-minute load average per CPU of the client host (off: shared
+    # hosts run loaded; a dedicated benchmark host sets, say, 1.5)
 
 
 @dataclass(frozen=True)

@@ -89,11 +89,11 @@ def causes(before: StoredRun, after: StoredRun) -> tuple[tuple[dict[str, Any], .
     return recorded_causes(before.manifest, after.manifest, before.summary, after.summary)
 
 
-def noisy_runs(runs: Sequence[StoredRun]) -> dict[str, list[str]]:
+def noisy_runs(runs: Sequence[StoredRun], settings: DetectorSettings | None = None) -> dict[str, list[str]]:
     """run id -> why its record says it is unreliable, for the ok runs that are."""
     out = {}
     for run in runs:
-        if run.status == "ok" and (reasons := noisy_reasons(run.summary, run.manifest)):
+        if run.status == "ok" and (reasons := noisy_reasons(run.summary, run.manifest, settings)):
             out[run.run_id] = reasons
     return out
 
@@ -135,7 +135,7 @@ def check_series(
     """Every change of each watched metric in one series' runs (oldest first; non-ok runs dropped,
     noisy ones left out of the test)."""
     kept = [run for run in runs if run.status == "ok"]
-    noisy = noisy_runs(kept)
+    noisy = noisy_runs(kept, settings)
     wanted = watched_metrics(kept, metrics)
     figures = {m: [math.nan if r.run_id in noisy else _value(r.figures.get(m)) for r in kept] for m in wanted}
     counts = _counts(kept, noisy) if COUNT_METRICS & set(wanted) else None

@@ -57,7 +57,7 @@ def readiness(url: StoreURL, suite: str) -> list[str]:
     lines = [f"results store {url.public}: {len(history)} series of suite {suite!r}"]
     for (_, key), runs in sorted(history.items()):
         _, settings = recorded_check(runs)
-        usable = sum(r.status == "ok" for r in runs) - len(noisy_runs(runs))
+        usable = sum(r.status == "ok" for r in runs) - len(noisy_runs(runs, settings))
         need = settings.min_before + settings.min_after
         left = f"{need - usable} more before a check can decide" if usable < need else "enough to decide"
         lines.append(f"  {key}: {usable} usable run(s), needs {need} (min_before + min_after): {left}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from loadgen.analysis.changepoint import DetectorSettings
 from loadgen.baseline.causes import NO_DIFFERENCE, per_pass, recorded_causes
 from loadgen.baseline.noisy import latency_only, noisy_reasons
 
@@ -77,4 +78,8 @@ def test_noisy_reasons_from_the_record() -> None:
     assert noisy_reasons(clean, foreign) == ["foreign GPU process"]
     host = {"client": {"load": {"steal_share": 0.3, "loadavg_1m_per_cpu": 0.5}}}
     assert noisy_reasons(clean, host) == ["host load: CPU steal 30% > 10%"]
+    loaded = {"client": {"load": {"loadavg_1m_per_cpu": 9.0}}}
+    assert noisy_reasons(clean, loaded) == []  # the load bound is off unless the suite sets it
+    bound = DetectorSettings(max_load_per_cpu=1.5)
+    assert noisy_reasons(clean, loaded, bound) == ["host load: load average 9.0 per CPU > 1.5"]
     assert not latency_only(noisy_reasons(saturated, {}))
