@@ -43,13 +43,19 @@ class StopSignals:
         raise KeyboardInterrupt
 
     def around(self, fn: Callable[[A], R]) -> Callable[[A], R]:
-        """`fn` after which the handlers are installed again."""
+        """`fn` (a run) after which the handlers are installed again; a run that a signal stopped
+        says which in its summary's `partial_reason` (`interrupted by SIGTERM`), kept here."""
 
         def call(arg: A) -> R:
             try:
-                return fn(arg)
+                result = fn(arg)
             finally:
                 self.install()
+            reason = str((getattr(result, "summary", None) or {}).get("partial_reason") or "")
+            for name in EXIT_CODES:
+                if reason.startswith(f"interrupted by {name}"):
+                    self.received = self.received or name
+            return result
 
         return call
 
