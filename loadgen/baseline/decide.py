@@ -12,6 +12,11 @@ their own (stricter) threshold: they are never alarmed on.
 
 Counts (error rate: errors out of requests) are tested by `loadgen.analysis.counts` (Fisher's exact
 test on the pooled counts) at the same per-metric share of the budget.
+
+Cost: a check scans the last `SCAN_WINDOW` runs of a series only (the detector compares at most
+`max_before` runs before a candidate, so older runs change nothing but where the scan starts): a check
+of a 1,000-run series costs what one of 90 runs does. A change older than the window is kept in the
+store's `changes` table as it was last found.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from loadgen.analysis.counts import Counts, count_changes, count_raised
 from loadgen.baseline.metrics import WATCHED
 
 COUNT_METRICS = frozenset({"error_rate"})  # metrics with a count form (errors out of requests)
+SCAN_WINDOW = 90  # runs of a series a check scans (the newest): max_before (30) + 60
 
 
 def per_metric(settings: DetectorSettings, watched: int) -> DetectorSettings:
@@ -49,10 +55,18 @@ def decide(
     each = per_metric(settings, len(figures))
     out: dict[str, list[Change]] = {}
     for metric, values in figures.items():
+        start = max(len(values) - SCAN_WINDOW, 0)
         if metric in COUNT_METRICS and counts is not None:
-            out[metric] = (count_raised if as_raised else count_changes)(counts, each)
-            continue
-        better_up = WATCHED[metric].higher_is_better
-        find = raised if as_raised else detect
-        out[metric] = find(values, higher_is_better=better_up, settings=each)
+            window = Counts(counts.events[start:], counts.trials[start:])
+            found = (count_raised if as_raised else count_changes)(window, each)
+        else:
+            better_up = WATCHED[metric].higher_is_better
+            find = raised if as_raised else detect
+            found = find(values[start:], higher_is_better=better_up, settings=each)
+        out[metric] = [_shifted(c, start) for c in found]
     return out
+
+
+def _shifted(change: Change, by: int) -> Change:
+    """`change` with its indexes those of the whole series (the scan saw it from run `by` on)."""
+    return dataclasses.replace(change, index=change.index + by, detected_at=change.detected_at + by)
