@@ -19,10 +19,9 @@ The test, in log space (shifts are relative), for each candidate `i` among the l
   (`scipy.stats.ttest_ind_from_stats`), in the direction asked: p < `alpha` for worse, and
   p < `improvement_alpha` (stricter) for better: an improvement is never alarmed on, but a false one
   would restart the regime just before a real regression and hide it;
-- without the most extreme run after `i`, the same test must still give p < `loo_alpha` (when that
-  run is further than `loo_beyond` noise units from the level: a run that could be an outlier) and
-  the median of the rest must sit at least `min_shift` noise units beyond the level: a single
-  outlier, however large, is not a change, nor does one run at a new level carry earlier ones;
+- without the most extreme run after `i`, the same test must still give p < `loo_alpha` and the
+  median of the rest must sit at least `min_shift` noise units beyond the level: a single outlier,
+  however large, is not a change, nor does one run at a new level carry earlier ones;
 - a change needs at least `min_after` runs after it (default 2): the newest run alone that looks worse
   is only *suspected* (a re-run settles it), and becomes *confirmed* when the next run agrees.
 The candidate with the smallest p-value passing all three is where the change is placed: the first run
@@ -64,10 +63,9 @@ class DetectorSettings:
     max_after: int = 6  # candidates lie at most this many runs back from the newest
     min_relative: float = 0.01  # smaller shifts (|after/before - 1|) are not reported
     loo_alpha: float = 0.05  # without its most extreme run, the rest must still differ at this level
-    loo_beyond: float = 0.0  # ... when that run is further than this many noise units from the level
     min_shift: float = 1.2  # median after vs the level before, in noise units, at least
     noise_floor: float = 0.002  # smallest noise (relative) assumed, for near-constant series
-    clip_after: float = 5.0  # runs after a candidate move the comparison by at most this many noise
+    clip_after: float = 3.0  # runs after a candidate move the comparison by at most this many noise
     # units each
     revise_within: int = 7  # runs after a change during which a later one found against the regime
     # before it replaces it (0: never revised)
@@ -182,8 +180,7 @@ def _p_values(
         rest = rest if len(rest) else after
         shift = (float(np.median(rest)) - level.center) / level.scale
         shifts.append(shift if worse_up else -shift)
-        wild = abs(after[extreme] - level.center) > regime.settings.loo_beyond * level.scale
-        has_loo.append(len(after) > 1 and wild)
+        has_loo.append(len(after) > 1)
         loo_rows.append(_row(level, rest, regime.settings.clip_after))
     p_loo = np.where(has_loo, _t_test(loo_rows, worse_up), 1.0)
     return _t_test(rows, worse_up), p_loo, np.array(shifts)
