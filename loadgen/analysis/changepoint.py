@@ -22,8 +22,10 @@ The test, in log space (shifts are relative), for each candidate `i` among the l
 - without the most extreme run after `i`, the same test must still give p < `loo_alpha` and the
   median of the rest must sit at least `min_shift` noise units beyond the level: a single outlier,
   however large, is not a change, nor does one run at a new level carry earlier ones;
-- a change needs at least `min_after` runs after it (default 2): the newest run alone that looks worse
-  is only *suspected* (a re-run settles it), and becomes *confirmed* when the next run agrees.
+- the first run after `i` must read at least half that shift beyond the level: a change on the
+  last few runs is not placed a run early, carrying one run of the old level in front of them;
+- a change needs at least `min_after` runs after it (default 3): the newest run alone that looks worse
+  is only *suspected* (a re-run settles it), and becomes *confirmed* when the next runs agree.
 The candidate with the smallest p-value passing all three is where the change is placed: the first run
 of the new level.
 
@@ -59,7 +61,7 @@ class DetectorSettings:
     min_before: int = 8  # runs of the first regime needed before a change can be placed
     min_regime: int = 4  # runs of a later regime (its noise pooled with the earlier ones') needed
     max_before: int = 30  # at most this many runs before a candidate are compared
-    min_after: int = 2  # runs after a change needed to confirm it
+    min_after: int = 3  # runs after a change needed to confirm it
     max_after: int = 6  # candidates lie at most this many runs back from the newest
     min_relative: float = 0.01  # smaller shifts (|after/before - 1|) are not reported
     loo_alpha: float = 0.05  # without its most extreme run, the rest must still differ at this level
@@ -186,6 +188,17 @@ def _p_values(
     return _t_test(rows, worse_up), p_loo, np.array(shifts)
 
 
+def _first_moved(regime: _Regime, splits: list[int], shift: np.ndarray, worse_up: bool) -> np.ndarray:
+    """Per split: its first run reads at least half the shift beyond the level (in noise units), so
+    the runs after it that make the change do not carry a run of the old level in front of them."""
+    first = []
+    for split in splits:
+        level = regime.level(split)
+        moved = (regime.logs[split] - level.center) / level.scale
+        first.append(moved if worse_up else -moved)
+    return np.array(first) >= 0.5 * shift
+
+
 def _best_split(regime: _Regime, end: int, worse_up: bool, alpha: float) -> tuple[int, float] | None:
     """(index, p) of the most significant candidate in the regime up to `end` (p < alpha), or None."""
     s = regime.settings
@@ -193,7 +206,12 @@ def _best_split(regime: _Regime, end: int, worse_up: bool, alpha: float) -> tupl
     if not splits:
         return None
     p, p_loo, shift = _p_values(regime, splits, end, worse_up)
-    ok = (p < alpha) & (p_loo < s.loo_alpha) & (shift >= s.min_shift)
+    ok = (
+        (p < alpha)
+        & (p_loo < s.loo_alpha)
+        & (shift >= s.min_shift)
+        & _first_moved(regime, splits, shift, worse_up)
+    )
     if not ok.any():
         return None
     best = int(np.argmin(np.where(ok, p, np.inf)))

@@ -8,13 +8,15 @@ The test, for each candidate `i` among the last `max_after` runs of the current 
 alternative "greater": the share after is higher), p < `alpha`. Runs are not independent draws of one
 binomial (a run with a burst of timeouts is common), so the same test without the run with the most
 errors after `i` must still give p < `loo_alpha`, and the share after must exceed the share before by
-at least `min_delta` (absolute) and by `min_relative` (relative). At least `min_after` runs after `i`.
+at least `MIN_DELTA` (absolute) and by `min_relative` (relative). At least `min_after` runs after `i`
+must each read more than `MIN_DELTA / 2` beyond the share before (strong counts in two runs do not
+carry a run of the old share into the new level).
 Runs also vary more than binomial draws would (the error share itself moves between runs): the counts
 are scaled by the regime's dispersion before the test (quasi-binomial: Pearson's chi-square of its
 runs about the pooled share over its degrees of freedom, at least 1), so an overdispersed series needs
-a larger rise. The candidate with the smallest p passing all is the change; a confirmed change
-starts a new regime. Only rises are alarmed on: a fall is a new regime when it passes the same test
-the other way (at `improvement_alpha`).
+a larger rise. Of the candidates passing all, the change is placed at the one with the highest share
+after it; a confirmed change starts a new regime. Only rises are alarmed on: a fall is a new regime
+when it passes the same test the other way (at `improvement_alpha`).
 """
 
 from __future__ import annotations
@@ -74,6 +76,10 @@ def _test(
     delta = after - before if up else before - after
     if delta < MIN_DELTA or delta < s.min_relative * max(before, after):
         return None
+    shares = [e / n - before if up else before - e / n for e, n in zip(after_e, after_n, strict=True)]
+    moved = sum(share > MIN_DELTA / 2 for share in shares)
+    if moved < s.min_after:  # min_after runs at the new share, not strong counts carrying an old run
+        return None
     phi = dispersion(events[lo:split], trials[lo:split])
     p = _p(e_a, n_a, e_b, n_b, up, phi)
     if p >= (s.alpha if up else s.improvement_alpha):
@@ -90,7 +96,9 @@ def _best(
 ) -> _Candidate | None:
     splits = range(max(start + s.min_before, end - s.max_after), end - s.min_after + 1)
     found = [c for i in splits if (c := _test(events, trials, start, i, end, up, s)) is not None]
-    return min(found, key=lambda c: c.p) if found else None
+    # the first run of the new level: the passing split with the highest share after it (an earlier
+    # split that takes in runs of the old level dilutes it, though more runs may give it a smaller p)
+    return max(found, key=lambda c: (c.after if up else -c.after, -c.p)) if found else None
 
 
 def count_raised(counts: Counts, settings: DetectorSettings | None = None) -> list[Change]:

@@ -27,9 +27,9 @@ def test_a_rise_from_zero_errors_is_found() -> None:
     # 12 runs of 0/500, then 10/500 (2%) a run: a t-test on rates drops the zeros and sees nothing
     counts = Counts([0] * 12 + [10, 11, 9], [500] * 15)
     (change,) = count_raised(counts, SETTINGS)
-    assert (change.index, change.detected_at, change.worse) == (12, 13, True)
+    assert (change.index, change.detected_at, change.worse) == (12, 14, True)  # at the 3rd run (min_after)
     assert change.before_median == 0.0
-    assert change.after_median == pytest.approx(21 / 1000)
+    assert change.after_median == pytest.approx(30 / 1500)  # the pooled share of the 3 runs after
 
 
 def test_steady_errors_raise_almost_nothing() -> None:
@@ -45,7 +45,7 @@ def test_one_burst_of_errors_is_not_a_change() -> None:
 
 
 def test_runs_without_requests_are_left_out() -> None:
-    counts = Counts([0] * 12 + [0, 10, 11], [500] * 12 + [0, 500, 500])
+    counts = Counts([0] * 12 + [0, 10, 11, 9], [500] * 12 + [0, 500, 500, 500])
     (change,) = count_raised(counts, SETTINGS)
     assert change.index == 13  # the run of 0 requests is not the first at the new level
 
