@@ -4,7 +4,8 @@ and the first run after it that can be causes, each naming its key and both valu
 From `loadgen.analysis.diff.manifest_differences` (the ranked facts of `loadgen diff`), for a series:
 - per-pass identifiers are never causes: the pass, experiment and run ids, the suite's own tag
   (`baseline.*`: suite, series, pass, the check's settings), start/end/collection times and stamps
-  differ between any two passes and explain nothing;
+  differ between any two passes and explain nothing; so do a launched engine's ports (a URL, a
+  command or a text that differs only in its port numbers);
 - a context row that folds several raw keys (`config: 2 -> 2`, a count of keys) is opened into its
   keys, each with its two values;
 - a key recorded by one run only (an exporter that did not answer, a fact the engine stopped
@@ -42,6 +43,7 @@ PER_PASS_LEAVES = frozenset(
         "stamp",
         "uptime_s",
         "pid",
+        "port",
         "pids",
         "gpu_pids",
         "duration_s",
@@ -51,6 +53,15 @@ PER_PASS_LEAVES = frozenset(
     }
 )
 PER_PASS_PATTERN = re.compile(r"(_at|_time|_timestamp|_stamp|_seconds_ago)$")
+# a launched engine listens on a free port each pass: URLs, commands and texts that differ only there
+PORT = re.compile(r"(?<=:)\d{2,5}\b|(?<=--port )\d{2,5}\b|(?<=--port=)\d{2,5}\b")
+
+
+def only_ports_differ(a: Any, b: Any) -> bool:
+    """Whether two values are the same text but for port numbers (`http://127.0.0.1:37535`)."""
+    if not isinstance(a, str) or not isinstance(b, str):
+        return False
+    return PORT.sub("{port}", a) == PORT.sub("{port}", b)
 
 
 def per_pass(key: str) -> bool:
@@ -88,13 +99,14 @@ def recorded_causes(
     ranked: list[Difference] = []
     missing: dict[str, str] = {}
     for row in rows:
-        if per_pass(row.key) or (_absent(row.a) and _absent(row.b)):
+        if row.key.startswith(PER_PASS_PREFIXES) or (_absent(row.a) and _absent(row.b)):
             continue
-        if _absent(row.a) != _absent(row.b):
+        if _absent(row.a) != _absent(row.b):  # a section one run lacks, whatever its keys are
             section = ".".join(row.key.split(".")[:2])
             side = "the run after" if _absent(row.b) else "the run before"
             missing.setdefault(section, f"{section}: not recorded by {side}")
             continue
-        ranked.append(row)
+        if not per_pass(row.key) and not only_ports_differ(row.a, row.b):
+            ranked.append(row)
     kept = ranked[:CAUSES_KEPT]
     return tuple(r.as_dict(n) for n, r in enumerate(kept, start=1)), tuple(missing.values())

@@ -35,10 +35,16 @@ STALLED_AT = 6  # the noisy series' one run on a stalled host (1-based pass)
 
 
 def _engine(factor_file: Path) -> str:
-    """A simulated vLLM whose speed factor is read from a file at launch: the same command line (and
-    so the same record) whatever the file says, as an unrecorded slowdown is."""
-    sim = f"{sys.executable} -m simengine --personality vllm --port {{port}} --time-scale 0.1 --gpu h200"
-    return f"sh -c 'exec {sim} --version 0.26.0 --speed-factor $(cat {factor_file})'"
+    """A simulated vLLM whose speed factor is read from a file inside the engine's process: the same
+    command line (its own and the one the process table shows) whatever the file says, as an
+    unrecorded slowdown is."""
+    code = (
+        "import runpy, sys; "
+        f"sys.argv += ['--speed-factor', open('{factor_file}').read().strip()]; "
+        "runpy.run_module('simengine', run_name='__main__')"
+    )
+    sim = "--personality vllm --port {port} --time-scale 0.1 --gpu h200 --version 0.26.0"
+    return f'{sys.executable} -c "{code}" {sim}'
 
 
 def _suite(path: Path, results: Path, factors: dict[str, Path]) -> Path:

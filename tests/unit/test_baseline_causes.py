@@ -83,3 +83,17 @@ def test_noisy_reasons_from_the_record() -> None:
     bound = DetectorSettings(max_load_per_cpu=1.5)
     assert noisy_reasons(clean, loaded, bound) == ["host load: load average 9.0 per CPU > 1.5"]
     assert not latency_only(noisy_reasons(saturated, {}))
+
+
+def test_a_launched_engines_port_is_no_cause() -> None:
+    before, after = _manifest("pass-1", "run1"), _manifest("pass-2", "run2")
+    before["config"]["base_url"], after["config"]["base_url"] = (
+        "http://127.0.0.1:37535",
+        "http://127.0.0.1:60827",
+    )
+    before["cache"] = {"detail": "engine launched fresh: sim --port 37535"}
+    after["cache"] = {"detail": "engine launched fresh: sim --port 60827"}
+    assert recorded_causes(before, after) == ((), ())
+    after["config"]["base_url"] = "http://10.0.0.2:37535"  # another host is a difference
+    (row,), _ = recorded_causes(before, after)
+    assert (row["key"], row["b"]) == ("config.base_url", "http://10.0.0.2:37535")
