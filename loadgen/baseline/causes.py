@@ -44,6 +44,7 @@ PER_PASS_LEAVES = frozenset(
         "uptime_s",
         "pid",
         "port",
+        "exporter_source",  # how the run found (or did not attach) an exporter, with its ports
         "pids",
         "gpu_pids",
         "duration_s",
@@ -57,11 +58,22 @@ PER_PASS_PATTERN = re.compile(r"(_at|_time|_timestamp|_stamp|_seconds_ago)$")
 PORT = re.compile(r"(?<=:)\d{2,5}\b|(?<=--port )\d{2,5}\b|(?<=--port=)\d{2,5}\b")
 
 
+def _text(value: Any) -> str | None:
+    """A string as is, a command line (a list) joined by spaces, else None."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list | tuple):
+        return " ".join(str(v) for v in value)
+    return None
+
+
 def only_ports_differ(a: Any, b: Any) -> bool:
-    """Whether two values are the same text but for port numbers (`http://127.0.0.1:37535`)."""
-    if not isinstance(a, str) or not isinstance(b, str):
+    """Whether two values are the same text (or command line) but for port numbers
+    (`http://127.0.0.1:37535`, `--port 37535`)."""
+    ta, tb = _text(a), _text(b)
+    if ta is None or tb is None:
         return False
-    return PORT.sub("{port}", a) == PORT.sub("{port}", b)
+    return PORT.sub("{port}", ta) == PORT.sub("{port}", tb)
 
 
 def per_pass(key: str) -> bool:

@@ -93,6 +93,8 @@ def test_a_launched_engines_port_is_no_cause() -> None:
     )
     before["cache"] = {"detail": "engine launched fresh: sim --port 37535"}
     after["cache"] = {"detail": "engine launched fresh: sim --port 60827"}
+    before["engine"]["launch_command"] = ["python", "-m", "simengine", "--port", "37535"]
+    after["engine"]["launch_command"] = ["python", "-m", "simengine", "--port", "60827"]
     assert recorded_causes(before, after) == ((), ())
     after["config"]["base_url"] = "http://10.0.0.2:37535"  # another host is a difference
     (row,), _ = recorded_causes(before, after)
