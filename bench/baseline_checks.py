@@ -49,7 +49,8 @@ class Variant:
 
 
 def variants() -> list[Variant]:
-    """The check as `baseline check` decides it, and as it decided before one budget per check."""
+    """The check as `baseline check` decides it, with a 4x looser budget (the other end of the
+    trade-off), and as it decided before one budget per check."""
     now = DetectorSettings()
     m = len(METRICS)
     # the settings before issue 20, every metric at them (the split of decide() undone by * m); the
@@ -57,7 +58,12 @@ def variants() -> list[Variant]:
     before = dataclasses.replace(
         now, alpha=0.006 * m, suspect_alpha=0.001 * m, loo_alpha=0.05 * m, clip_after=5.0, min_after=2
     )
-    return [Variant("per-check budget", now), Variant("per-metric (before)", before, count_test=False)]
+    looser = dataclasses.replace(now, alpha=4 * now.alpha, loo_alpha=4 * now.loo_alpha)
+    return [
+        Variant("per-check budget", now),
+        Variant("budget x4", looser),
+        Variant("per-metric (before)", before, count_test=False),
+    ]
 
 
 def alarms(job: tuple[CheckHistory, DetectorSettings, bool]) -> list[Alarm]:

@@ -55,7 +55,8 @@ OUTLIER = 4.0  # runs further than this many MADs from the regime's median are l
 class DetectorSettings:
     """Knobs of the check; the defaults are the ones `make bench` measures."""
 
-    alpha: float = 0.006  # one-sided p-value a confirmed regression must beat
+    alpha: float = 0.003  # one-sided p-value a confirmed regression must beat: the budget of a check,
+    # split over its watched metrics (loadgen.baseline.decide)
     improvement_alpha: float = 0.001  # and an improvement (not alarmed; a false one restarts the regime)
     suspect_alpha: float = 0.001  # p-value of the newest run alone, for a suspected change
     min_before: int = 8  # runs of the first regime needed before a change can be placed
@@ -64,7 +65,7 @@ class DetectorSettings:
     min_after: int = 3  # runs after a change needed to confirm it
     max_after: int = 6  # candidates lie at most this many runs back from the newest
     min_relative: float = 0.01  # smaller shifts (|after/before - 1|) are not reported
-    loo_alpha: float = 0.05  # without its most extreme run, the rest must still differ at this level
+    loo_alpha: float = 0.025  # without its most extreme run, the rest must still differ at this level
     min_shift: float = 1.2  # median after vs the level before, in noise units, at least
     noise_floor: float = 0.002  # smallest noise (relative) assumed, for near-constant series
     clip_after: float = 3.0  # runs after a candidate move the comparison by at most this many noise
