@@ -7,13 +7,14 @@ the function `baseline check` decides with (one budget per check, a count test f
 an alarm is (metric, placed index, run it was raised at), worse changes only. Figures per seed set:
   - FA checks/100: checks (one after each run) that raised >= 1 alarm on any metric, per 100 runs of
     the change-free histories; FA/metric: alarms per 100 runs and metric;
-  - drift FA/100: the same on drifting histories; drift found: share of drifting histories whose last
-    check reports a drift;
+  - drift FA/100: the same on drifting histories (step alarms; a drift is reported, not alarmed);
   - 5% in 3 / in 5, 10% in 3: share of stepped histories where an alarm on a metric the step moved,
     placed within 2 runs of the step, was raised by the 3rd (5th) run at the new level; early: the
     same (5% and 10% together, in 3) for steps in the first 10 runs;
   - errors in 5: error-share steps (1-3 points) found within 5 runs on the error-rate metric;
-  - exact: share of the steps found within 5 placed at the first run of the new level.
+  - exact: share of the steps found within 5 placed at the first run of the new level;
+  - drift reported: share of drifting histories whose last check reports a worse drift
+    (`decide.drifts`); drift, no drift: the same share of the change-free histories.
 Seed sets: BASELINE_SEEDS (default 101-105: never used for tuning; tuning used 901-903); sizes per set:
 BASELINE_SIZES (free,drift,step5,step10,errors; default 40,10,30,30,15).
 """
@@ -32,7 +33,7 @@ from multiprocessing.pool import Pool as PoolType
 from bench.check_histories import METRICS, CheckHistory, check_history, seed_set
 from loadgen.analysis.changepoint import DetectorSettings
 from loadgen.analysis.counts import Counts
-from loadgen.baseline.decide import decide
+from loadgen.baseline.decide import decide, drifts
 
 Alarm = tuple[str, int, int]  # (metric, index placed, detected at)
 DEFAULT_SEEDS = (101, 102, 103, 104, 105)
@@ -66,12 +67,14 @@ def variants() -> list[Variant]:
     ]
 
 
-def alarms(job: tuple[CheckHistory, DetectorSettings, bool]) -> list[Alarm]:
-    """Every worse change of every metric of one history as checks after each run raised them."""
+def alarms(job: tuple[CheckHistory, DetectorSettings, bool]) -> tuple[list[Alarm], bool]:
+    """Every worse change of every metric of one history as checks after each run raised them, and
+    whether the last check reports a worse drift on some metric."""
     h, settings, count_test = job
     counts = Counts(h.errors, h.requests) if count_test else None
     found = decide(h.figures, counts, settings, as_raised=True)
-    return [(m, c.index, c.detected_at) for m, changes in found.items() for c in changes if c.worse]
+    drifting = any(d.worse for d in drifts(h.figures, settings).values())
+    return [(m, c.index, c.detected_at) for m, changes in found.items() for c in changes if c.worse], drifting
 
 
 def hit(h: CheckHistory, found: Sequence[Alarm], within: int) -> Alarm | None:
@@ -90,8 +93,12 @@ def _share(flags: Sequence[bool]) -> float:
     return 100 * sum(flags) / len(flags) if flags else float("nan")
 
 
-def figures(histories: Sequence[CheckHistory], found: Sequence[list[Alarm]]) -> dict[str, float]:
+def figures(
+    histories: Sequence[CheckHistory], results: Sequence[tuple[list[Alarm], bool]]
+) -> dict[str, float]:
     """One seed set's figures (see the module docstring)."""
+    found = [a for a, _ in results]
+    drifted = {id(h): d for h, (_, d) in zip(histories, results, strict=True)}
     pairs = list(zip(histories, found, strict=True))
     free = [(h, a) for h, a in pairs if h.kind == "free"]
     drift = [(h, a) for h, a in pairs if h.kind == "drift"]
@@ -113,6 +120,8 @@ def figures(histories: Sequence[CheckHistory], found: Sequence[list[Alarm]]) -> 
         "later in 3": _share([hit(h, a, 3) is not None for h, a in stepped if (h.step_at or 0) >= 10]),
         "errors in 5": _share([hit(h, a, 5) is not None for h, a in pairs if h.kind == "errors"]),
         "exact": _share(exact) if found5 else float("nan"),
+        "drift reported": _share([drifted[id(h)] for h, _ in drift]),
+        "drift, no drift": _share([drifted[id(h)] for h, _ in free]),
     }
 
 

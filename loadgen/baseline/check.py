@@ -20,8 +20,9 @@ from typing import Any
 from loadgen.analysis.changepoint import Change, DetectorSettings
 from loadgen.analysis.counts import Counts
 from loadgen.analysis.diff import manifest_differences
+from loadgen.analysis.drift import Drift
 from loadgen.baseline.causes import recorded_causes
-from loadgen.baseline.decide import COUNT_METRICS, decide
+from loadgen.baseline.decide import COUNT_METRICS, decide, drifts
 from loadgen.baseline.history import StoredRun
 from loadgen.baseline.metrics import WATCHED
 from loadgen.baseline.noisy import latency_only, noisy_reasons
@@ -48,6 +49,7 @@ class Finding:
     first_after_at: str
     causes: tuple[dict[str, Any], ...] = field(default_factory=tuple)
     missing: tuple[str, ...] = ()  # facts one of the two runs did not record (not ranked)
+    slope: float | None = None  # a drift: relative change per run (kind `drift`, never gated)
 
     @property
     def relative(self) -> float:
@@ -56,7 +58,9 @@ class Finding:
 
     @property
     def kind(self) -> str:
-        """regression | improvement."""
+        """regression | improvement | drift."""
+        if self.slope is not None:
+            return "drift"
         return "regression" if self.worse else "improvement"
 
     def as_dict(self) -> dict[str, Any]:
@@ -81,6 +85,7 @@ class Finding:
             "first_run_after_at": self.first_after_at,
             "causes": list(self.causes),
             "missing": list(self.missing),
+            "slope_per_run": self.slope,
         }
 
 
@@ -144,7 +149,39 @@ def check_series(
         for n, change in enumerate(changes):
             last = n == len(changes) - 1
             out.append(_finding(suite, series, metric, kept, change, last, settings.min_after))
+    for metric, drift in drifts(figures, settings).items():
+        stepped = any(
+            f.metric == metric and f.open and _index(kept, f.first_after) >= drift.start for f in out
+        )
+        if drift.worse and not stepped:
+            out.append(_drift_finding(suite, series, metric, kept, drift))
     return out
+
+
+def _index(runs: Sequence[StoredRun], run_id: str) -> int:
+    return next((i for i, r in enumerate(runs) if r.run_id == run_id), -1)
+
+
+def _drift_finding(suite: str, series: str, metric: str, runs: Sequence[StoredRun], drift: Drift) -> Finding:
+    """A drift over the newest runs as a finding of kind `drift` (its slope; never gated)."""
+    first, newest = runs[drift.start], runs[drift.end]
+    before = runs[max(drift.start - 1, 0)]
+    a, b = first.figures.get(metric), newest.figures.get(metric)
+    return Finding(
+        suite,
+        series,
+        metric,
+        "confirmed",
+        True,
+        True,
+        float(a) if a is not None else math.nan,
+        float(b) if b is not None else math.nan,
+        drift.p_value,
+        before.run_id,
+        first.run_id,
+        first.started_at,
+        slope=drift.slope,
+    )
 
 
 def _value(value: float | None) -> float:
@@ -231,13 +268,13 @@ def check_all(
 def gating(findings: Iterable[Finding], fail_on: str = "confirmed") -> list[Finding]:
     """The open regressions the gate fails on: confirmed ones (and suspected ones when asked)."""
     statuses = FAIL_ON[: FAIL_ON.index(fail_on) + 1]
-    return [f for f in findings if f.worse and f.open and f.status in statuses]
+    return [f for f in findings if f.kind == "regression" and f.open and f.status in statuses]
 
 
 def regressions(findings: Iterable[Finding]) -> dict[tuple[str, str, str], list[Finding]]:
     """Worse changes grouped by (suite, series, first run after): one regression, the metrics it moved."""
     out: dict[tuple[str, str, str], list[Finding]] = {}
     for finding in findings:
-        if finding.worse:
+        if finding.kind == "regression":
             out.setdefault((finding.suite, finding.series, finding.first_after), []).append(finding)
     return out

@@ -14,6 +14,10 @@ are never alarmed on.
 Counts (error rate: errors out of requests) are tested by `loadgen.analysis.counts` (Fisher's exact
 test on the pooled counts) at the same per-metric share of the budget.
 
+Drift: a change whose runs sit where the trend of the runs before it puts them
+(`loadgen.analysis.drift.trend_explains`) is drift, not a step: it raises no alarm.
+`drifts` reports the drift of each metric's newest runs as its own kind, with its slope.
+
 Cost: a check scans the last `SCAN_WINDOW` runs of a series only (the detector compares at most
 `max_before` runs before a candidate, so older runs change nothing but where the scan starts): a check
 of a 1,000-run series costs what one of 90 runs does. A change older than the window is kept in the
@@ -27,6 +31,7 @@ from collections.abc import Mapping, Sequence
 
 from loadgen.analysis.changepoint import Change, DetectorSettings, detect, raised
 from loadgen.analysis.counts import Counts, count_changes, count_raised
+from loadgen.analysis.drift import Drift, drift_at, trend_explains
 from loadgen.baseline.metrics import WATCHED
 
 COUNT_METRICS = frozenset({"error_rate"})  # metrics with a count form (errors out of requests)
@@ -63,8 +68,37 @@ def decide(
         else:
             better_up = WATCHED[metric].higher_is_better
             find = raised if as_raised else detect
-            found = find(values[start:], higher_is_better=better_up, settings=each)
+            raw = find(values[start:], higher_is_better=better_up, settings=each)
+            found = [c for c in raw if not _drift(values[start:], c, better_up, each)]
+            if not as_raised and raw and found and found[-1] is not raw[-1]:
+                found = []  # the newest change is drift: the steps before it are its staircase
         out[metric] = [_shifted(c, start) for c in found]
+    return out
+
+
+def _drift(values: Sequence[float], change: Change, better_up: bool, each: DetectorSettings) -> bool:
+    """Whether a change the step test raised is the drift of the runs before it (analysis.drift)."""
+    worse_up = change.worse != better_up
+    return trend_explains(values, change.index, change.detected_at, worse_up=worse_up, alpha=each.alpha)
+
+
+def drifts(figures: Mapping[str, Sequence[float]], settings: DetectorSettings) -> dict[str, Drift]:
+    """metric -> the drift of its newest runs, for the metrics that drift (counts are not checked)."""
+    each = per_metric(settings, len(figures))
+    out = {}
+    for metric, values in figures.items():
+        if metric in COUNT_METRICS or not values:
+            continue
+        better_up = WATCHED[metric].higher_is_better
+        found = drift_at(
+            values,
+            len(values) - 1,
+            higher_is_better=better_up,
+            alpha=each.alpha,
+            min_relative=each.min_relative,
+        )
+        if found is not None:
+            out[metric] = found
     return out
 
 
