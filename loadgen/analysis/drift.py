@@ -19,8 +19,8 @@ import numpy as np
 from scipy import stats
 
 WINDOW = 20  # runs a drift is measured over
-MAX_BEFORE, MIN_BEFORE = 30, 8  # runs before a change that give the trend it is measured against
-TREND_ALPHA = 0.05  # the runs before a change trend (a classification of a raised change, no alarm)
+MAX_BEFORE, MIN_BEFORE = 30, 12  # runs before a change that give the trend it is measured against
+TREND_ALPHA = 0.01  # the runs before a change trend (a classification of a raised change, no alarm)
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,8 @@ def drift_at(
 
 def trend_explains(series: Sequence[float], index: int, end: int, *, worse_up: bool, alpha: float) -> bool:
     """Whether the runs from `index` to `end` are what the trend of the runs before them predicts:
-    the runs before (at most MAX_BEFORE, at least MIN_BEFORE) trend (Kendall's tau, p < TREND_ALPHA),
+    the runs before (at most MAX_BEFORE, at least MIN_BEFORE: a trend of fewer runs is as often a noise
+    spell that would swallow a real step) trend (Kendall's tau, p < TREND_ALPHA),
     and the after runs' mean residual from that line, extrapolated, is not beyond it at `alpha`
     (one-sided t on the line's residual spread). Then the change is drift, not a step; a step on top
     of a drift still stands out from the line."""
