@@ -263,7 +263,17 @@ def target_table(per_cell: int) -> None:
 
 
 def main() -> None:
-    """Print both tables."""
+    """The whole-check protocol (bench/baseline_checks.py); with BASELINE_SINGLE=1 also the
+    single-series tables below (one metric at a time, Otava beside it)."""
+    from bench import baseline_checks
+
+    baseline_checks.main()
+    if os.environ.get("BASELINE_SINGLE") == "1":
+        single_series()
+
+
+def single_series() -> None:
+    """Print both single-series tables."""
     per_cell = int(os.environ.get("BASELINE_SERIES", "60"))
     started = time.monotonic()
     print(f"{per_cell} seeded histories per cell, 30-60 runs each, 2% single outliers (15-40%)")

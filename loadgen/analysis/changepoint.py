@@ -14,7 +14,7 @@ The test, in log space (shifts are relative), for each candidate `i` among the l
   so a new regime needs only `min_regime` runs (not `min_before`) before the next change can be placed
   (a false change no longer blinds the check for `min_before` runs, and the noise of a short regime
   is not guessed from a handful of runs);
-- runs after `i` are clipped to the level +- `CLIP_AFTER` noise units, so one wild run moves the mean
+- runs after `i` are clipped to the level +- `clip_after` noise units, so one wild run moves the mean
   by a bounded amount, and compared with the level by a one-sided pooled two-sample t-test
   (`scipy.stats.ttest_ind_from_stats`), in the direction asked: p < `alpha` for worse, and
   p < `improvement_alpha` (stricter) for better: an improvement is never alarmed on, but a false one
@@ -22,8 +22,10 @@ The test, in log space (shifts are relative), for each candidate `i` among the l
 - without the most extreme run after `i`, the same test must still give p < `loo_alpha` and the
   median of the rest must sit at least `min_shift` noise units beyond the level: a single outlier,
   however large, is not a change, nor does one run at a new level carry earlier ones;
-- a change needs at least `min_after` runs after it (default 2): the newest run alone that looks worse
-  is only *suspected* (a re-run settles it), and becomes *confirmed* when the next run agrees.
+- the first run after `i` must read at least half that shift beyond the level: a change on the
+  last few runs is not placed a run early, carrying one run of the old level in front of them;
+- a change needs at least `min_after` runs after it (default 3): the newest run alone that looks worse
+  is only *suspected* (a re-run settles it), and becomes *confirmed* when the next runs agree.
 The candidate with the smallest p-value passing all three is where the change is placed: the first run
 of the new level.
 
@@ -47,27 +49,36 @@ import numpy as np
 from scipy import stats
 
 OUTLIER = 4.0  # runs further than this many MADs from the regime's median are left out of its level
-CLIP_AFTER = 5.0  # runs after a candidate move the comparison by at most this many noise units each
 
 
 @dataclass(frozen=True)
 class DetectorSettings:
     """Knobs of the check; the defaults are the ones `make bench` measures."""
 
-    alpha: float = 0.006  # one-sided p-value a confirmed regression must beat
+    alpha: float = 0.003  # one-sided p-value a confirmed regression must beat: the budget of a check,
+    # split over its watched metrics (loadgen.baseline.decide)
     improvement_alpha: float = 0.001  # and an improvement (not alarmed; a false one restarts the regime)
     suspect_alpha: float = 0.001  # p-value of the newest run alone, for a suspected change
     min_before: int = 8  # runs of the first regime needed before a change can be placed
     min_regime: int = 4  # runs of a later regime (its noise pooled with the earlier ones') needed
     max_before: int = 30  # at most this many runs before a candidate are compared
-    min_after: int = 2  # runs after a change needed to confirm it
+    min_after: int = 3  # runs after a change needed to confirm it
     max_after: int = 6  # candidates lie at most this many runs back from the newest
     min_relative: float = 0.01  # smaller shifts (|after/before - 1|) are not reported
-    loo_alpha: float = 0.05  # without its most extreme run, the rest must still differ at this level
+    loo_alpha: float = 0.025  # without its most extreme run, the rest must still differ at this level
     min_shift: float = 1.2  # median after vs the level before, in noise units, at least
     noise_floor: float = 0.002  # smallest noise (relative) assumed, for near-constant series
+    clip_after: float = 3.0  # runs after a candidate move the comparison by at most this many noise
+    # units each
     revise_within: int = 7  # runs after a change during which a later one found against the regime
     # before it replaces it (0: never revised)
+    confirm_runs: int = 0  # a scheduled pass re-runs a series with a suspected regression up to this
+    # many times at once (loadgen.baseline.cycle; 0: never; 2 are the runs min_after needs after one)
+    # what makes a run noisy, kept out of a baseline check (loadgen.baseline.noisy; 0: not checked)
+    max_lag_s: float = 0.5  # schedule lag p99 (send - due time) of the run
+    max_steal: float = 0.10  # share of CPU time stolen from the client host during the run
+    max_load_per_cpu: float = 0.0  # 1-minute load average per CPU of the client host (off: shared
+    # hosts run loaded; a dedicated benchmark host sets, say, 1.5)
 
 
 @dataclass(frozen=True)
@@ -168,15 +179,27 @@ def _p_values(
     rows, loo_rows, has_loo, shifts = [], [], [], []
     for split in splits:
         level, after = regime.level(split), regime.logs[split:end]
-        rows.append(_row(level, after, CLIP_AFTER))
-        rest = np.delete(after, int(np.argmax(after) if worse_up else np.argmin(after)))
+        rows.append(_row(level, after, regime.settings.clip_after))
+        extreme = int(np.argmax(after) if worse_up else np.argmin(after))
+        rest = np.delete(after, extreme)
         rest = rest if len(rest) else after
         shift = (float(np.median(rest)) - level.center) / level.scale
         shifts.append(shift if worse_up else -shift)
         has_loo.append(len(after) > 1)
-        loo_rows.append(_row(level, rest, CLIP_AFTER))
+        loo_rows.append(_row(level, rest, regime.settings.clip_after))
     p_loo = np.where(has_loo, _t_test(loo_rows, worse_up), 1.0)
     return _t_test(rows, worse_up), p_loo, np.array(shifts)
+
+
+def _first_moved(regime: _Regime, splits: list[int], shift: np.ndarray, worse_up: bool) -> np.ndarray:
+    """Per split: its first run reads at least half the shift beyond the level (in noise units), so
+    the runs after it that make the change do not carry a run of the old level in front of them."""
+    first = []
+    for split in splits:
+        level = regime.level(split)
+        moved = (regime.logs[split] - level.center) / level.scale
+        first.append(moved if worse_up else -moved)
+    return np.array(first) >= 0.5 * shift
 
 
 def _best_split(regime: _Regime, end: int, worse_up: bool, alpha: float) -> tuple[int, float] | None:
@@ -186,7 +209,12 @@ def _best_split(regime: _Regime, end: int, worse_up: bool, alpha: float) -> tupl
     if not splits:
         return None
     p, p_loo, shift = _p_values(regime, splits, end, worse_up)
-    ok = (p < alpha) & (p_loo < s.loo_alpha) & (shift >= s.min_shift)
+    ok = (
+        (p < alpha)
+        & (p_loo < s.loo_alpha)
+        & (shift >= s.min_shift)
+        & _first_moved(regime, splits, shift, worse_up)
+    )
     if not ok.any():
         return None
     best = int(np.argmin(np.where(ok, p, np.inf)))

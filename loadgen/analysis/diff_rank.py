@@ -39,8 +39,9 @@ IGNORED_SUFFIXES = frozenset(
     }
 )
 IGNORED_PREFIXES = ("experiment.",)
-# Sections whose every key is timing noise: the exporter's ages of facts kept from an earlier poll.
-IGNORED_SECTIONS = frozenset({"stale"})
+# Sections whose every key is timing noise: the exporter's ages of facts kept from an earlier poll,
+# the client host's load when the record was written (a noisy-run fact, not a difference of setup).
+IGNORED_SECTIONS = frozenset({"stale", "load"})
 # Keys the ranked facts already compare (engine, version, model, endpoint, neutral params).
 FACT_KEYS = re.compile(
     r"^(engine\.(engine|version|model|max_model_len|params|param_sources)"

@@ -4,7 +4,8 @@ After each check, every open confirmed change of the store's `changes` table tha
 yet is posted once (`POST /api/annotations`: time = start of the first run after the change, tags,
 a text naming the metric, its size and the top-ranked cause) and its annotation id recorded, so a
 later check does not post it again and a Grafana that was down gets it at the next check. The token
-goes in the Authorization header only. A failure is a warning, never a failed check.
+goes in the Authorization header only. A failure is one warning per check (the first post that fails
+ends the check's posting: the rest wait for the next check), never a failed check.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
+from loadgen.baseline.causes import NO_DIFFERENCE
 from loadgen.run.annotations import post_annotation
 from loadgen.store.changes import set_annotation, unannotated
 from loadgen.store.db import open_store
@@ -50,7 +52,7 @@ def annotation_text(row: Mapping[str, Any]) -> str:
     change = f"{size * 100:+.1f}%" if size is not None else "changed"
     unit = f" {row['unit']}" if row.get("unit") else ""
     medians = f"{row['before_median']:.6g} -> {row['after_median']:.6g}{unit}"
-    cause = row.get("cause") or "no manifest difference"
+    cause = row.get("cause") or NO_DIFFERENCE
     return (
         f"{row['kind']}: {row['metric_label']} {change} ({medians}) in {row['series_key']} "
         f"at {row['first_run_after']}; cause: {cause}"
@@ -71,9 +73,10 @@ def annotate_changes(
             ann_id = post_annotation(
                 grafana_url, token, time_ms=annotation_time_ms(row), tags=tags, text=text, what=what
             )
-            if ann_id is not None:
-                set_annotation(store, row, ann_id)
-                posted += 1
+            if ann_id is None:  # Grafana is down: one warning, the rest wait for the next check
+                break
+            set_annotation(store, row, ann_id)
+            posted += 1
     if posted:
         log(f"grafana: {posted} change point(s) annotated")
     return posted

@@ -5,16 +5,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from loadgen.baseline.causes import NO_DIFFERENCE
 from loadgen.baseline.check import Finding
 from loadgen.baseline.history import StoredRun
 from loadgen.baseline.metrics import WATCHED
 from loadgen.store.rows import finite_json, number, timestamp
 
 
-def top_cause(finding: Finding) -> str | None:
-    """The top-ranked manifest difference as text, `engine.version: 0.26.0 -> 0.27.0` (None: none)."""
+def top_cause(finding: Finding) -> str:
+    """The top-ranked recorded difference as text, `engine.version: 0.26.0 -> 0.27.0`, or
+    `NO_DIFFERENCE` when the two runs' records differ in nothing that can be a cause."""
     if not finding.causes:
-        return None
+        return NO_DIFFERENCE
     first = finding.causes[0]
     return f"{first['key']}: {first['a']} -> {first['b']}"
 

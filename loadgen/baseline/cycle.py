@@ -1,19 +1,41 @@
 """One scheduled pass end to end: read the suite file again (edits apply from the next pass), run the
 pass, check the store (its change points recorded, and annotated in Grafana when a URL is given); the
-outcome the scheduler counts."""
+outcome the scheduler counts.
+
+Confirmation runs: when the check leaves a series with an open *suspected* regression (its newest run
+alone reads worse), the pass at once runs that series again, up to `confirm_runs` times (the suite's
+`check:` setting), checking after each, until the suspicion is confirmed or cleared; a regression is
+then decided in this pass instead of waiting for the next scheduled ones."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from loadgen.baseline.annotate import annotate_changes
-from loadgen.baseline.check import gating
+from loadgen.baseline.check import Finding, gating
 from loadgen.baseline.gate import check_store
 from loadgen.baseline.passrun import Log, RunFn, run_pass
 from loadgen.baseline.schedule import PassOutcome
-from loadgen.baseline.suite import load_suite
+from loadgen.baseline.suite import Suite, load_suite
 from loadgen.store.url import StoreURL
+
+
+def suspected_series(findings: Iterable[Finding]) -> list[str]:
+    """The series names (as in the suite) with an open suspected regression."""
+    names = {
+        f.series.split("@", 1)[0].split("/", 1)[1]
+        for f in findings
+        if f.worse and f.open and f.status == "suspected"
+    }
+    return sorted(names)
+
+
+def only(suite: Suite, names: Iterable[str]) -> Suite:
+    """The suite with only the named series."""
+    wanted = set(names)
+    phases = tuple(p for p in suite.plan.phases if p.name in wanted)
+    return dataclasses.replace(suite, plan=dataclasses.replace(suite.plan, phases=phases))
 
 
 def scheduled_pass(
@@ -37,7 +59,15 @@ def scheduled_pass(
         result = run_pass(suite, url, run_fn=run_fn, log=log, api_key=api_key)
         for line in result.failures():
             log(f"  failed: {line}")
-        failing = gating(check_store(url, suite.name), fail_on)
+        findings = check_store(url, suite.name)
+        for n in range(suite.detector.confirm_runs):
+            suspects = suspected_series(findings)
+            if not suspects:
+                break
+            log(f"confirmation run {n + 1} of {suite.detector.confirm_runs}: {', '.join(suspects)}")
+            run_pass(only(suite, suspects), url, run_fn=run_fn, log=log, api_key=api_key)
+            findings = check_store(url, suite.name)
+        failing = gating(findings, fail_on)
         annotate_changes(url, *grafana, log=log)
         if result.outcome != "ok":
             return PassOutcome("failed", len(failing))

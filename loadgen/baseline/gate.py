@@ -12,7 +12,7 @@ from typing import Any
 
 from loadgen.analysis.changepoint import DetectorSettings
 from loadgen.baseline.changes import change_rows, started_times
-from loadgen.baseline.check import Finding, check_all, gating
+from loadgen.baseline.check import Finding, check_all, gating, noisy_runs
 from loadgen.baseline.history import StoredRun, read_history
 from loadgen.baseline.metrics import DEFAULT_METRICS, WATCHED
 from loadgen.store.changes import write_changes
@@ -47,6 +47,21 @@ def check_store(
         checked = [key for key in history if in_scope(key, series)]
         write_changes(store, change_rows(findings, started_times(history)), checked, now or datetime.now(UTC))
     return findings
+
+
+def readiness(url: StoreURL, suite: str) -> list[str]:
+    """The store, then per series how many usable runs it has (ok, not noisy) and how many a check
+    needs before it can place a first change (min_before + min_after)."""
+    with open_store(url) as store:
+        history = read_history(store, suite)
+    lines = [f"results store {url.public}: {len(history)} series of suite {suite!r}"]
+    for (_, key), runs in sorted(history.items()):
+        _, settings = recorded_check(runs)
+        usable = sum(r.status == "ok" for r in runs) - len(noisy_runs(runs, settings))
+        need = settings.min_before + settings.min_after
+        left = f"{need - usable} more before a check can decide" if usable < need else "enough to decide"
+        lines.append(f"  {key}: {usable} usable run(s), needs {need} (min_before + min_after): {left}")
+    return lines
 
 
 def in_scope(key: tuple[str, str], series: str | None) -> bool:

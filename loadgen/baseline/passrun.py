@@ -3,7 +3,8 @@
 Each run's manifest gains `baseline: {suite, series, pass}` (the store's series key reads it). The
 runs are written to the store as they finish; at the end of the pass every run folder of the results
 dir is imported again (idempotent), so a store that was down for part of the pass loses no run once it
-is back. A series whose engine never came up or whose run failed makes the pass `failed`.
+is back. A series whose engine never came up or whose run failed makes the pass `failed`. A pass
+stopped by SIGTERM / SIGINT stores what it ran (the run in flight as partial) and raises PassInterrupted.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loadgen.baseline.gate import suite_tag
+from loadgen.baseline.stop import PassInterrupted
 from loadgen.baseline.suite import Suite
 from loadgen.config import RunConfig
-from loadgen.experiments.runner import ExperimentRunner, ExperimentStopped
+from loadgen.experiments.runner import ExperimentInterrupted, ExperimentRunner, ExperimentStopped
 from loadgen.experiments.state import DONE, ExperimentState, experiment_dir, new_experiment_id
 from loadgen.records import RunResult
 from loadgen.store.db import StoreError, open_store
@@ -92,8 +94,12 @@ def run_pass(
     state = ExperimentState(pass_id, directory, f"baseline {suite.name}", plan.purpose)
     fn = storing_each(tagged(run_fn, suite.name, pass_id, suite_tag(suite.metrics, suite.detector)), url, log)
     runner = ExperimentRunner(plan, state, run_fn=fn, log=log, api_key=api_key)
-    with contextlib.suppress(ExperimentStopped):  # plans of suites always continue; kept for safety
-        runner.run()
+    try:
+        with contextlib.suppress(ExperimentStopped):  # plans of suites always continue; kept for safety
+            runner.run()
+    except ExperimentInterrupted as exc:  # SIGTERM / SIGINT: the run in flight is stored (partial)
+        catch_up(url, plan.results_dir, log)
+        raise PassInterrupted(f"pass {pass_id} interrupted: {exc}") from None
     catch_up(url, plan.results_dir, log)
     series = {key.split("/", 1)[0]: entry for key, entry in state.runs.items()}
     ok = len(series) == len(suite.series) and all(

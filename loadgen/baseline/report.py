@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from loadgen.baseline.causes import NO_DIFFERENCE
 from loadgen.baseline.check import Finding, gating, regressions
 from loadgen.baseline.metrics import WATCHED
 
@@ -17,6 +18,10 @@ def _cause(row: dict[str, Any]) -> str:
 
 def _size(f: Finding) -> str:
     unit = WATCHED[f.metric].unit
+    if f.slope is not None:
+        return f"{f.slope * 100:+.2f}% a run ({f.before_median:.6g} -> {f.after_median:.6g} {unit})".replace(
+            " )", ")"
+        )
     return f"{f.before_median:.6g} -> {f.after_median:.6g} {unit} ({f.relative * 100:+.1f}%)".replace(
         "  ", " "
     )
@@ -33,8 +38,18 @@ def console(findings: Sequence[Finding], fail_on: str) -> list[str]:
             f"{flag} [{f.status}{'' if f.open else ', superseded'}] {f.series} {WATCHED[f.metric].label}: "
             f"{_size(f)} p={f.p_value:.2g} between {f.last_before} and {f.first_after}"
         )
-        lines += [f"    {n}. {_cause(c)}" for n, c in enumerate(f.causes[:CAUSES_SHOWN], start=1)]
+        lines += _cause_lines(f)
     return lines
+
+
+def _cause_lines(f: Finding) -> list[str]:
+    """The likeliest causes, `no recorded difference` when there is none, and the missing facts."""
+    if f.slope is not None:
+        return ["    a slow drift, not a step: never gated; its cause is what changed over these runs"]
+    lines = [f"    {n}. {_cause(c)}" for n, c in enumerate(f.causes[:CAUSES_SHOWN], start=1)]
+    if not f.causes:
+        lines.append(f"    {NO_DIFFERENCE}")
+    return lines + [f"    missing: {line}" for line in f.missing]
 
 
 def document(findings: Sequence[Finding], fail_on: str) -> dict[str, Any]:
@@ -73,7 +88,9 @@ def markdown(findings: Sequence[Finding], fail_on: str) -> str:
             f"{f.p_value:.2g} | {f.last_before} | {f.first_after} |"
         )
     for f in findings:
-        if f.worse:
+        if f.kind == "regression":
             out += ["", f"## {f.series}: {WATCHED[f.metric].label} at {f.first_after}", ""]
             out += [f"{n}. `{c['key']}`: {c['a']} -> {c['b']}" for n, c in enumerate(f.causes, start=1)]
+            out += [] if f.causes else [NO_DIFFERENCE]
+            out += [f"- missing: {line}" for line in f.missing]
     return "\n".join([*out, ""])

@@ -4,6 +4,8 @@ The loop is pure apart from its three injected parts: the clock (`now`, `sleep_u
 (returns its outcome and the regressions open after it) and the log. A pass that fails or raises is
 counted and logged, and the next one still runs at its time; a pass that overruns its next slot makes
 that slot wait until it ends (never two passes at once), and the next time is taken from the end.
+Every wait is announced with the time it ends (the first one as soon as the scheduler starts). A pass
+stopped by a signal (`loadgen.baseline.stop.PassInterrupted`) is not a failed pass: it ends the loop.
 """
 
 from __future__ import annotations
@@ -145,6 +147,7 @@ class Scheduler:
         due = next_time(self.cron, self.clock.now())
         while passes is None or done < passes:
             self.metrics.scheduled(due)
+            self.log(f"next baseline pass at {due.isoformat()}")
             self.clock.sleep_until(due)
             result = self._one(due)
             self.metrics.finished(self.clock.now(), result)

@@ -19,8 +19,9 @@ from typing import Any
 import click
 
 from loadgen.baseline.check import FAIL_ON, Finding
-from loadgen.baseline.gate import EXIT_BAD_INPUT, EXIT_PASS_FAILED, check_store, exit_status
+from loadgen.baseline.gate import EXIT_BAD_INPUT, EXIT_PASS_FAILED, check_store, exit_status, readiness
 from loadgen.baseline.report import console, document, markdown
+from loadgen.baseline.stop import PassInterrupted, StopSignals
 from loadgen.baseline.suite import Suite, load_suite
 from loadgen.experiments.yamlnodes import PlanError
 from loadgen.store.db import StoreError
@@ -145,8 +146,19 @@ def run(
         click.echo(f"  failed: {line}", err=True)
     findings = _check(url, suite.name, None)
     _annotate(url, grafana_url)
+    _readiness(url, suite.name)
     _show(findings, as_json, markdown_file, fail_on)
     sys.exit(exit_status(findings, fail_on, result.outcome != "ok"))
+
+
+def _readiness(url: StoreURL, suite: str) -> None:
+    """The store and each series' run count against what a check needs (stderr)."""
+    try:
+        lines = readiness(url, suite)
+    except StoreError as exc:
+        lines = [f"warning: results store {url.public}: {exc}"]
+    for line in lines:
+        click.echo(line, err=True)
 
 
 @baseline.command("check")
@@ -208,6 +220,8 @@ def schedule(
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     url = _store(store, suite.plan.results_dir)
+    stop = StopSignals()
+    stop.install()
     metrics = SchedulerMetrics(suite.name)
     if metrics_port:
         start_http_server(metrics_port, metrics_address, registry=metrics.registry)
@@ -216,10 +230,11 @@ def schedule(
     def log(message: str) -> None:
         click.echo(message, err=True)
 
+    log(f"baseline schedule of suite {suite.name!r} ({cron}): results store {url.public}")
     one = scheduled_pass(
         suite_file,
         url,
-        run_fn=run_benchmark_sync,
+        run_fn=stop.around(run_benchmark_sync),
         results_dir=results_dir,
         fail_on=fail_on,
         log=log,
@@ -228,5 +243,8 @@ def schedule(
     )
     try:
         Scheduler(cron, one, metrics, log=log).run()
-    except KeyboardInterrupt:
-        click.echo("schedule stopped", err=True)
+    except (KeyboardInterrupt, PassInterrupted) as exc:
+        code = stop.exit_code(exc)
+        detail = f": {exc}" if str(exc) else ""
+        click.echo(f"schedule stopped by {stop.signal_name(exc)}{detail}", err=True)
+        sys.exit(code)

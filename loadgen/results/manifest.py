@@ -31,6 +31,17 @@ def cpu_model() -> str | None:
     return platform.processor() or None
 
 
+def host_load() -> dict[str, Any] | None:
+    """The client host's 1-minute load average when the record is written (None where unknown): a
+    baseline keeps a run of an overloaded host out of its check (loadgen.baseline.noisy)."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return None
+    cpus = os.cpu_count() or 1
+    return {"loadavg_1m": round(load, 2), "loadavg_1m_per_cpu": round(load / cpus, 3)}
+
+
 def client_info() -> dict[str, Any]:
     """Where the load generator ran."""
     return {
@@ -40,6 +51,7 @@ def client_info() -> dict[str, Any]:
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
         "event_loop": loop_name(),
+        "load": host_load(),
     }
 
 

@@ -121,3 +121,13 @@ def test_a_change_the_manifest_moves_to_the_newest_run_is_only_suspected() -> No
     assert not gating([finding])
     later = _runs(12, 10, 1.15)  # one run more at the new level: confirmed
     assert _finding("s", "s/a@x", "tpot_p99", later, change, True, min_after=2).status == "confirmed"
+
+
+def test_confirmation_runs_pick_the_series_with_an_open_suspected_regression() -> None:
+    from loadgen.baseline.cycle import suspected_series
+
+    runs = _runs(12, 11, 1.25)  # the newest run alone 25% worse: suspected
+    findings = check_series("s", "s/a@x", runs, ["tpot_p99"], SETTINGS)
+    assert [(f.status, f.open, f.worse) for f in findings] == [("suspected", True, True)]
+    assert suspected_series(findings) == ["a"]
+    assert suspected_series(check_series("s", "s/b@x", _runs(12, None, 1.0), ["tpot_p99"], SETTINGS)) == []

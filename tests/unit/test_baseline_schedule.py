@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from prometheus_client import CollectorRegistry
 
 from loadgen.baseline.schedule import PassOutcome, Scheduler, SchedulerMetrics, check_cron
+from loadgen.baseline.stop import PassInterrupted, StopSignals
 
 T0 = datetime(2026, 12, 1, 1, 30, tzinfo=UTC)
 
@@ -100,3 +104,47 @@ def test_the_scheduler_exposes_what_docs_metrics_lists() -> None:
         [promtool, "check", "metrics"], input=text, capture_output=True, text=True, check=False
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_each_wait_is_announced_with_its_time() -> None:
+    clock, lines = Clock(), []
+    Scheduler("0 2 * * *", lambda: _passes(clock, ["ok"]), _metrics(), clock=clock, log=lines.append).run(1)
+    assert lines[0] == f"next baseline pass at {(T0 + timedelta(minutes=30)).isoformat()}"
+
+
+def test_an_interrupted_pass_ends_the_loop_and_is_not_a_failed_pass() -> None:
+    clock, metrics = Clock(), _metrics()
+
+    def interrupted() -> PassOutcome:
+        raise PassInterrupted("pass p interrupted: interrupted by SIGTERM")
+
+    with pytest.raises(PassInterrupted) as caught:
+        Scheduler("0 2 * * *", interrupted, metrics, clock=clock, log=lambda m: None).run(3)
+    assert caught.value.signal_name == "SIGTERM"
+    assert len(clock.waits) == 1  # no second pass
+    failed = metrics.registry.get_sample_value(
+        "loadgen_baseline_passes_total", {"suite": "s", "outcome": "failed"}
+    )
+    assert failed == 0
+
+
+def _terminate_self() -> None:
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(5)  # the handler raises before this ends
+
+
+def test_stop_signals_raise_outside_a_run_and_give_the_exit_code() -> None:
+    stop = StopSignals()
+    old = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        stop.install()
+        with pytest.raises(KeyboardInterrupt) as caught:
+            _terminate_self()
+        assert (stop.received, stop.exit_code(caught.value)) == ("SIGTERM", 0)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # what a run's event loop leaves behind
+        stop.around(lambda x: x)(1)
+        assert signal.getsignal(signal.SIGTERM) == stop._handler
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+    assert StopSignals().exit_code(PassInterrupted("interrupted by SIGINT")) == 130
