@@ -25,20 +25,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from infergauge.blocks import chained_block_hashes
 from loadgen.records import RequestRecord
 
 DEFAULT_BLOCK_SIZE = 16  # vLLM's default block size, used when the engine's is not known
 BOUND = "upper bound: an infinite cache of whole blocks, prompts in send order (no eviction, no flush)"
-
-
-def chained_block_hashes(token_ids: Sequence[int], block_size: int) -> list[int]:
-    """Hash of each full block, chained: h_i = hash((h_{i-1}, block i's token ids))."""
-    out: list[int] = []
-    prev = 0
-    for start in range(0, len(token_ids) - block_size + 1, block_size):
-        prev = hash((prev, tuple(token_ids[start : start + block_size])))
-        out.append(prev)
-    return out
 
 
 def implied_cached_tokens(prompts: Iterable[Sequence[int]], block_size: int) -> list[int]:

@@ -18,16 +18,6 @@ class HoldsBlocks(Protocol):
     shared_hashes: list[int]
 
 
-def block_hashes(token_ids: list[int], block_size: int) -> list[int]:
-    """Chained hashes of each full block: h_i = hash((h_{i-1}, tokens of block i))."""
-    out: list[int] = []
-    prev = 0
-    for start in range(0, len(token_ids) - block_size + 1, block_size):
-        prev = hash((prev, tuple(token_ids[start : start + block_size])))
-        out.append(prev)
-    return out
-
-
 class KVCache:
     """Counts of free, private and cached blocks; no tensors."""
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from infergauge.blocks import chained_block_hashes as block_hashes
 from simengine.gpu import StepModel
-from simengine.kvcache import KVCache, block_hashes
+from simengine.kvcache import KVCache
 from simengine.request import FINISHED, RUNNING, WAITING, RequestGroup, Sequence
 
 

@@ -37,3 +37,16 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
         cluster.password,
         lambda: pg_outage(cluster),
     )
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[str]:
+    """The embedded simulated engine (vLLM personality) of a test module, as its base URL."""
+    from simengine.embedded import EmbeddedEngine
+
+    sim = EmbeddedEngine([])
+    sim.start()
+    try:
+        yield str(sim.base_url).rstrip("/")
+    finally:
+        sim.stop()

@@ -26,7 +26,6 @@ from loadgen.baseline.history import read_history
 from loadgen.store.db import open_store
 from loadgen.store.schema import WHOLE_RUNS
 from loadgen.store.url import parse_store
-from simengine.embedded import EmbeddedEngine
 from tests.loadgen_servers import free_port
 from tests.store_support import Backend
 
@@ -47,16 +46,6 @@ def startup_s() -> float:
     begin = time.monotonic()
     subprocess.run(loadgen_cmd("run", "--help"), capture_output=True, check=True, timeout=120)
     return time.monotonic() - begin
-
-
-@pytest.fixture(scope="module")
-def engine() -> Iterator[str]:
-    sim = EmbeddedEngine([])
-    sim.start()
-    try:
-        yield str(sim.base_url).rstrip("/")
-    finally:
-        sim.stop()
 
 
 def rendered() -> dict[str, Any]:

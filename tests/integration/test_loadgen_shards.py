@@ -15,7 +15,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,6 @@ import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from simengine.embedded import EmbeddedEngine
 from tests.loadgen_servers import free_port
 
 pytestmark = pytest.mark.timeout(120)
@@ -76,16 +74,6 @@ def manifest(folder: Path) -> dict[str, Any]:
 
 def lines(folder: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in (folder / "requests.jsonl").read_text().splitlines()]
-
-
-@pytest.fixture(scope="module")
-def engine() -> Iterator[str]:
-    sim = EmbeddedEngine([])
-    sim.start()
-    try:
-        yield str(sim.base_url).rstrip("/")
-    finally:
-        sim.stop()
 
 
 @pytest.fixture(scope="module")

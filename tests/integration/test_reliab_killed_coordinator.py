@@ -12,26 +12,14 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from simengine.embedded import EmbeddedEngine
 from tests.integration.test_reliab_killed_worker import journaled, spawned_workers
 
 pytestmark = pytest.mark.timeout(180)
 STOP_BOUND_S = 30.0  # the workers stop within this of the kill (signal + record; busy host)
-
-
-@pytest.fixture(scope="module")
-def engine() -> Iterator[str]:
-    sim = EmbeddedEngine([])
-    sim.start()
-    try:
-        yield str(sim.base_url).rstrip("/")
-    finally:
-        sim.stop()
 
 
 def _alive(pid: int) -> bool:

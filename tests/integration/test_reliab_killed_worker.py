@@ -11,25 +11,12 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from simengine.embedded import EmbeddedEngine
-
 pytestmark = pytest.mark.timeout(180)
 REQUESTS, RATE = 240, 20  # 12 s of sending: the kill comes well inside it
-
-
-@pytest.fixture(scope="module")
-def engine() -> Iterator[str]:
-    sim = EmbeddedEngine([])
-    sim.start()
-    try:
-        yield str(sim.base_url).rstrip("/")
-    finally:
-        sim.stop()
 
 
 def spawned_workers(pid: int) -> list[int]:

@@ -12,20 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from simengine.embedded import EmbeddedEngine
 from tests.loadgen_servers import free_port
 
 pytestmark = pytest.mark.timeout(90)
-
-
-@pytest.fixture(scope="module")
-def engine() -> Iterator[str]:
-    sim = EmbeddedEngine([])
-    sim.start()
-    try:
-        yield str(sim.base_url).rstrip("/")
-    finally:
-        sim.stop()
 
 
 @pytest.fixture

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from infergauge.blocks import chained_block_hashes as block_hashes
 from simengine.config import parse_args
-from simengine.kvcache import KVCache, block_hashes
+from simengine.kvcache import KVCache
 from simengine.request import FINISHED, RequestGroup, Sequence
 from simengine.scheduler import Scheduler
 from simengine.virtual import build_scheduler
