@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loadgen.analysis.diff_facts import resolve_params
 from loadgen.analysis.points import Point, mean_point, point_from_summary
 from loadgen.results.rundir import RunRecord
 from loadgen.results.summary import iter_lines
@@ -69,8 +70,9 @@ def series_label(record: RunRecord) -> str:
     if exp.get("variant") not in (None, "default", "base"):
         parts.append(str(exp["variant"]))
     if not exp:  # runs outside an experiment: tell configurations apart by their key parameters
-        params = (record.manifest.get("engine") or {}).get("params") or {}
-        parts += [f"{key}={params[key]}" for key in LABEL_PARAMS if params.get(key) not in (None, "auto")]
+        # the one rule `loadgen diff` reads a parameter by (an unknown or `auto` value is no value)
+        params = resolve_params(record.manifest)[0]
+        parts += [f"{key}={params[key]}" for key in LABEL_PARAMS if params.get(key) is not None]
     workload = exp.get("workload") or record.summary.get("scenario")
     if workload:
         parts.append(str(workload))
