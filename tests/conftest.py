@@ -30,14 +30,6 @@ def golden_sglang() -> Path:
     return GOLDEN_SGLANG
 
 
-def _closed_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 # No test may see what else runs on the host (issue #22 item 21): an exporter a user left on the
 # default 127.0.0.1:9402 discovers the tests' simulated engines by their processes and would be
 # attached to their runs. Subprocesses attach none (LOADGEN_EXPORTER_URL=none); in-process runs try
@@ -48,5 +40,6 @@ os.environ.setdefault("LOADGEN_EXPORTER_URL", "none")
 @pytest.fixture(autouse=True)
 def _no_host_exporter(monkeypatch: pytest.MonkeyPatch) -> None:
     from loadgen.targets import exporter_client
+    from tests.loadgen_servers import free_port  # a loopback port nobody listens on
 
-    monkeypatch.setattr(exporter_client, "EXPORTER_DEFAULT", f"http://127.0.0.1:{_closed_port()}")
+    monkeypatch.setattr(exporter_client, "EXPORTER_DEFAULT", f"http://127.0.0.1:{free_port()}")

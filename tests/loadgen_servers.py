@@ -14,6 +14,8 @@ import asyncio
 import contextlib
 import itertools
 import json
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
@@ -219,6 +221,12 @@ class ServerThread:
         assert self._stop is not None
         self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(10)
+
+
+def loadgen_process(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """`loadgen ARGS` in its own process (stdout and stderr captured as text)."""
+    cmd = [sys.executable, "-m", "loadgen.cli.main", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
 
 
 def free_port() -> int:

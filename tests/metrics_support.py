@@ -16,3 +16,10 @@ def observed(labels: RunLabels, ttfts: list[float]) -> LiveMetrics:
         record.token_ns = [record.first_ns, record.last_ns]
         metrics.observe(record, False)
     return metrics
+
+
+def metric_types(exposition: str) -> dict[str, str]:
+    """{metric family: its TYPE} of a Prometheus exposition text."""
+    import re
+
+    return dict(re.findall(r"^# TYPE (\S+) (\S+)$", exposition, flags=re.M))

@@ -28,7 +28,6 @@ UNITS = {
     "tokens": "short",
 }
 RATE_UNITS = {"tokens": "suffix: tok/s", "requests": "reqps", "seconds": "percentunit", "": "short"}
-ROWS = (("Scheduler", ("requests",)), ("Cache and tokens", ("ratio", "tokens", "tokens/s", "")))
 
 
 def _selector(spec: EngineSpec) -> str:
@@ -86,15 +85,15 @@ def _panels(spec: EngineSpec) -> list[Json]:
         out.append(_requests_panel(spec, gauges))
     rest = [(r, m) for r, m in roles if (r, m) not in gauges and m.kind in ("gauge", "counter")]
     out += [_panel(spec, r, m) for r, m in rest if m.unit == "requests"]
-    cache = [
+    cache = _hit_ratio(spec) + [
         _panel(spec, r, m) for r, m in rest if m.unit != "requests" and not r.startswith("prefix_cache_")
     ]
-    if cache or _hit_ratio(spec):
-        out += [row("Cache, tokens and time"), *_hit_ratio(spec), *cache]
+    if cache:
+        out += [row("Cache, tokens and time"), *cache]
     latency = [_panel(spec, r, m) for r, m in roles if m.kind == "histogram"]
     if latency:
         out += [row("Latency (server-side)"), *latency]
-    for _role, metric in ((r, m) for r, m in roles if m.kind == "info"):
+    for metric in (m for _, m in roles if m.kind == "info"):
         query = f'max without (job, __name__) ({metric.name}{{instance=~"$instance"}})'
         hidden = organize({"Time": True, "Value": True})
         out += [

@@ -137,6 +137,14 @@ def parse_record(raw: Any, where: str, endpoint: str) -> DatasetRecord:
     raise ConfigError(f"{where}: expected a 'prompt', 'messages' or 'conversations' key, got {sorted(raw)}")
 
 
+def json_line(text: str, where: str) -> Any:
+    """One line of a JSONL file parsed; bad JSON raises one ConfigError naming `where` (FILE:LINE)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{where}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+
+
 def _decode(line: bytes, where: str) -> str:
     try:
         return line.decode("utf-8")
@@ -154,11 +162,7 @@ def parse_lines(lines: Iterable[bytes], name: str, endpoint: str) -> list[Datase
         text = _decode(line, where).removeprefix("\ufeff")  # a BOM some editors write
         if not text.strip():
             continue
-        try:
-            raw = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{where}: invalid JSON ({exc.msg} at column {exc.colno})") from None
-        records.append(parse_record(raw, where, endpoint))
+        records.append(parse_record(json_line(text, where), where, endpoint))
     if not records:
         raise ConfigError(f"dataset {name!r} has no requests")
     return records

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from loadgen.config import ConfigError
+from loadgen.workload.dataset import json_line
 
 BLOCK_SIZES = {"mooncake": 512, "alibaba": 16, "azure": 16, "infergauge": 16}
 TIME_UNITS = {"mooncake": "ms", "alibaba": "s", "azure": "s", "infergauge": "s"}
@@ -135,10 +136,7 @@ def _jsonl(text: str, name: str, fmt: str, scale: float) -> ParsedTrace:
         where = f"{name}:{number}"
         if not line.strip():
             continue
-        try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{where}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+        raw = json_line(line, where)
         if not isinstance(raw, dict):
             raise ConfigError(f"{where}: expected a JSON object per line, got {type(raw).__name__}")
         if fmt == "infergauge" and raw.get("format") == INFERGAUGE_HEADER and not rows:

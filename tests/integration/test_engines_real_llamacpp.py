@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.test_stack_support import free_port, wait_http
+from tests.loadgen_servers import loadgen_process
 
 CACHED = Path.home() / ".cache" / "infergauge" / "llama.cpp" / "bin" / "llama-server"
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -72,9 +73,7 @@ def test_loadgen_run_records_llama_cpp_and_its_exact_token_counts(server: str, t
     argv = ["run", "--target", "llamacpp", "--base-url", server, "--num-prompts", "12", "--rate", "20"]
     argv += ["--input-len", "fixed:48", "--output-len", "fixed:8", "--seed", "3", "--warmup", "0"]
     argv += ["--metrics-port", "0", "--results-dir", str(tmp_path), "--quiet", "--json", "--linger", "0"]
-    done = subprocess.run(
-        [sys.executable, "-m", "loadgen.cli.main", *argv], capture_output=True, text=True, timeout=180
-    )
+    done = loadgen_process(*argv, timeout=180)
     assert done.returncode == 0, done.stderr
     (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir() and not p.name.startswith(".")]
     manifest = json.loads((run_dir / "manifest.json").read_text())

@@ -24,17 +24,12 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.loadgen_servers import free_port
+from tests.loadgen_servers import loadgen_process as loadgen
 
 pytestmark = pytest.mark.timeout(120)
 REQUESTS = 24
 SHARDS = 3
 RUN_ID = "20261201T000000Z-shards"
-
-
-def loadgen(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """`loadgen ARGS` in its own process."""
-    cmd = [sys.executable, "-m", "loadgen.cli.main", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
 
 
 def workload(base_url: str, results: Path, seed: int = 7) -> list[str]:

@@ -22,6 +22,7 @@ from click.testing import CliRunner
 from exporter.app import Exporter, ExporterConfig, build_app
 from loadgen.cli.align import align
 from simengine.embedded import EmbeddedEngine
+from tests.integration.test_engines_align_check import _rows
 from tests.loadgen_servers import free_port
 
 pytestmark = pytest.mark.timeout(120)
@@ -56,15 +57,6 @@ async def exporter_url() -> AsyncIterator[str]:
         yield f"http://127.0.0.1:{server.port}"
     finally:
         await server.close()
-
-
-def _rows(output: str) -> dict[str, list[str]]:
-    rows = {}
-    for line in output.splitlines():
-        cells = [c.strip() for c in line.split("|") if c.strip()] if "|" in line else line.split()
-        if cells:
-            rows[cells[0]] = cells
-    return rows
 
 
 async def test_msgs_align_unknown_max_num_seqs_without_exporter_and_64_with_it(

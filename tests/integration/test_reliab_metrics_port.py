@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.loadgen_servers import free_port
+from tests.loadgen_servers import free_port, loadgen_process
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -50,13 +50,7 @@ def test_busy_metrics_port_leaves_no_run_folder(
     assert result.stderr.strip().count("\n") == 0, result.stderr
     assert f"port {busy_port}" in result.stderr
     assert _folders(results) == []
-    imported = subprocess.run(
-        [sys.executable, "-m", "loadgen.cli.main", "store", "import", str(results)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    imported = loadgen_process("store", "import", str(results))
     assert imported.returncode == 0, imported.stderr
     assert ": 0 new, 0 updated" in imported.stdout, imported.stdout
 

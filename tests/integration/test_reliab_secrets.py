@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from infergauge.redact import REDACTED, redact
+from tests.loadgen_servers import loadgen_process
 
 pytestmark = pytest.mark.timeout(120)
 KEY, TOKEN = "sk-reliabSECRETkey42", "hf_reliabSECRETtoken42"
@@ -33,13 +34,7 @@ def test_sim_secrets_never_reach_the_run_folder_store_or_console(flags: list[str
     ]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=90, check=False)
     assert result.returncode == 0, result.stderr
-    imported = subprocess.run(
-        [sys.executable, "-m", "loadgen.cli.main", "store", "import", str(results)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    imported = loadgen_process("store", "import", str(results))
     assert imported.returncode == 0, imported.stderr
     files = [p for p in results.rglob("*") if p.is_file()]
     assert any(p.name == "manifest.json" for p in files)

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +16,8 @@ from infergauge import engines
 from loadgen.targets.preset import metadata_from_bodies
 from simengine.embedded import EmbeddedEngine
 from tests.conftest import GOLDEN_LLAMACPP
+from tests.loadgen_servers import loadgen_process
+from tests.metrics_support import metric_types
 
 
 def get(url: str) -> object:
@@ -43,14 +43,10 @@ def test_it_is_recognised_as_llama_cpp_with_its_slots(sim: str) -> None:
     assert get(f"{sim}/health") == {"status": "ok"}
 
 
-def families(text: str) -> dict[str, str]:
-    return dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, flags=re.M))
-
-
 def test_its_metrics_are_the_real_servers_families_and_types(sim: str) -> None:
     with urllib.request.urlopen(f"{sim}/metrics", timeout=10) as resp:
-        ours = families(resp.read().decode())
-    real = families((GOLDEN_LLAMACPP / "metrics_1_after.txt").read_text(encoding="utf-8"))
+        ours = metric_types(resp.read().decode())
+    real = metric_types((GOLDEN_LLAMACPP / "metrics_1_after.txt").read_text(encoding="utf-8"))
     modelled = {name: kind for name, kind in real.items() if not name.startswith("llamacpp:spec_decode")}
     assert ours == modelled  # speculative decoding is not simulated
 
@@ -59,9 +55,7 @@ def test_loadgen_runs_it_as_target_llamacpp(sim: str, tmp_path: Path) -> None:
     argv = ["run", "--target", "llamacpp", "--base-url", sim, "--num-prompts", "10", "--rate", "50"]
     argv += ["--profile", "short", "--metrics-port", "0", "--results-dir", str(tmp_path), "--quiet"]
     argv += ["--linger", "0"]
-    done = subprocess.run(
-        [sys.executable, "-m", "loadgen.cli.main", *argv], capture_output=True, text=True, timeout=120
-    )
+    done = loadgen_process(*argv, timeout=120)
     assert done.returncode == 0, done.stderr
     (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir() and not p.name.startswith(".")]
     manifest = json.loads((run_dir / "manifest.json").read_text())

@@ -5,7 +5,6 @@ engine file's metric kinds against its engine's real `/metrics` exposition."""
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
@@ -16,8 +15,7 @@ from infergauge import engines
 from loadgen.results.manifest import engine_section
 from loadgen.targets.preset import metadata_from_bodies
 from tests.conftest import GOLDEN_LLAMACPP, GOLDEN_SGLANG, GOLDEN_VLLM
-
-KIND_OF_TYPE = {"counter": "counter", "gauge": "gauge", "histogram": "histogram"}
+from tests.metrics_support import metric_types
 
 
 def body(name: str) -> object:
@@ -56,8 +54,7 @@ def test_streams_end_with_usage_and_cached_tokens() -> None:
 
 def exposition(path: Path) -> dict[str, str]:
     """{metric family: its TYPE} of a captured /metrics text."""
-    text = path.read_text(encoding="utf-8", errors="replace")
-    return dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, flags=re.M))
+    return metric_types(path.read_text(encoding="utf-8", errors="replace"))
 
 
 CAPTURES = {
