@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -17,9 +18,16 @@ def _make(
     *args: str, env: dict[str, str] | None = None, user: int | None = None
 ) -> subprocess.CompletedProcess[str]:
     cmd = ["make", "-s", *args]
-    if user is not None:
-        cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *cmd]
-    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env, timeout=60)
+    if user is None:
+        return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env, timeout=60)
+    cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *cmd]
+    # another user may not read the checkout (a clone in `mktemp -d` is 0700): give it a readable copy
+    # of what `make deps` reads, the Makefile and .ci/
+    with tempfile.TemporaryDirectory() as tmp:
+        os.chmod(tmp, 0o755)
+        shutil.copy(REPO / "Makefile", tmp)
+        shutil.copytree(REPO / ".ci", Path(tmp) / ".ci")
+        return subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, env=env, timeout=60)
 
 
 def test_item20_nothing_to_do_when_every_tool_is_there() -> None:
