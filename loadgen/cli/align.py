@@ -14,6 +14,7 @@ from loadgen.report.tables import render
 
 
 def _check(a: str, b: str, results_dir: str, exporters: tuple[str | None, str | None]) -> int:
+    from loadgen.results.manifest_schema import ManifestError
     from loadgen.results.rundir import RunNotFound
     from loadgen.run.engine_facts import facts_from_run, facts_from_url, identity_differences
 
@@ -22,7 +23,7 @@ def _check(a: str, b: str, results_dir: str, exporters: tuple[str | None, str | 
             facts_from_url(x, e) if x.startswith(("http://", "https://")) else facts_from_run(results_dir, x)
             for x, e in zip((a, b), exporters, strict=True)
         ]
-    except (RunNotFound, ConnectionError) as exc:
+    except (RunNotFound, ManifestError, ConnectionError) as exc:
         click.echo(f"Error: {exc}", err=True)
         return 2
     fa, fb = facts

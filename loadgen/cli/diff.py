@@ -77,11 +77,12 @@ def _as_json(run_a: str, run_b: str, a: Any, b: Any, diffs: list[Difference], wa
 @click.option("--json", "as_json", is_flag=True, help="Print metrics, warnings and every row as JSON.")
 def diff(run_a: str, run_b: str, results_dir: str, top: int, show_all: bool, as_json: bool) -> None:
     """Explain the gap between two runs: `loadgen diff RUN_A RUN_B`."""
+    from loadgen.results.manifest_schema import ManifestError
     from loadgen.results.rundir import RunNotFound, load_run
 
     try:
         a, b = load_run(results_dir, run_a), load_run(results_dir, run_b)
-    except RunNotFound as exc:
+    except (RunNotFound, ManifestError) as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(2)
     warnings = workload_warnings(a.manifest, b.manifest)

@@ -54,6 +54,7 @@ def report(
 ) -> None:
     """Write report.md + results.csv + PNG charts for runs and/or experiments."""
     from loadgen.report.markdown import ReportOptions, write_report
+    from loadgen.results.manifest_schema import ManifestError
     from loadgen.results.rundir import RunNotFound
 
     try:
@@ -66,6 +67,9 @@ def report(
         records, experiments, found_purpose = _collect(ids, results_dir)
     except RunNotFound as exc:
         click.echo(f"Error: {exc} (nor an experiment id)", err=True)
+        sys.exit(2)
+    except ManifestError as exc:
+        click.echo(f"Error: {exc}", err=True)
         sys.exit(2)
     if not records:
         click.echo(f"Error: no finished runs in {', '.join(ids)}", err=True)

@@ -12,13 +12,13 @@ from typing import Any, Protocol
 
 from infergauge.redact import redact
 from loadgen.config import RunConfig
-from loadgen.records import RequestRecord
+from loadgen.records import EngineMetadata, RequestRecord
 from loadgen.results.manifest import client_info, engine_section, tool_info
+from loadgen.results.manifest_schema import MANIFEST_VERSION
 from loadgen.results.rundir import RUNS_CSV, append_runs_csv, atomic_write, csv_row, line_text, write_json
 from loadgen.results.sent import as_sent
 from loadgen.results.summary import iso
 from loadgen.stats import NS, e2e_s, itls_s, tpot_s, ttft_s
-from loadgen.records import EngineMetadata
 from loadgen.targets import get_target
 
 
@@ -56,6 +56,7 @@ def build_manifest(
         "warmup": config.warmup,
     }
     manifest: dict[str, Any] = {
+        "manifest_version": MANIFEST_VERSION,  # the schema (loadgen.results.manifest_schema)
         "run_id": run_id,
         "partial": stop_reason is not None,
         "partial_reason": stop_reason,

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from loadgen.results.manifest_schema import Manifest, read_manifest
 from loadgen.results.summary import CRASHED_REASON, read_lines, rebuild_summary
 
 RUNS_CSV = "runs.csv"
@@ -95,12 +96,18 @@ class RunNotFound(LookupError):
 
 @dataclass(frozen=True)
 class RunRecord:
-    """A stored run: its manifest and summary, and where its per-request lines are."""
+    """A stored run: its manifest (upgraded to the current schema) and summary, and where its
+    per-request lines are."""
 
     run_id: str
     manifest: dict[str, Any]
     summary: dict[str, Any]
     requests_path: Path
+
+    @property
+    def typed(self) -> Manifest:
+        """The manifest through the one schema (loadgen.results.manifest_schema)."""
+        return read_manifest(self.manifest)
 
 
 def new_run_id(now: datetime | None = None) -> str:
@@ -254,12 +261,16 @@ def probe_writable(results_dir: Path) -> None:
 
 
 def load_run(results_dir: str | Path, run_id: str) -> RunRecord:
-    """Read a stored run; a crashed one (manifest, no summary) gets a summary rebuilt from its
-    requests.jsonl, marked `partial` and `crashed`. Raises RunNotFound naming the id and directory."""
+    """Read a stored run, its manifest through the one reader (upgraded to the current schema); a
+    crashed one (manifest, no summary) gets a summary rebuilt from its requests.jsonl, marked
+    `partial` and `crashed`. Raises RunNotFound naming the id and directory, ManifestError naming a
+    manifest that is no record this loadgen reads."""
     run_dir = Path(results_dir) / run_id
     requests = run_dir / "requests.jsonl"
+    if not (run_dir / "manifest.json").is_file():
+        raise RunNotFound(f"no run {run_id!r} in {str(results_dir)!r}")
     try:
-        manifest = json.loads((run_dir / "manifest.json").read_text())
+        manifest = dict(read_manifest(run_dir / "manifest.json").raw)
         if (run_dir / "summary.json").is_file() or manifest.get("status") != "running":
             summary = json.loads((run_dir / "summary.json").read_text())
             return RunRecord(run_id, manifest, summary, requests)

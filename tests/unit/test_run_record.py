@@ -1,0 +1,128 @@
+"""Issue #24 item 3: the run manifest has one schema (loadgen.results.manifest_schema) with a
+version, one reader that upgrades old records (the real ones captured on 2026-12-01 have no
+version: v1) and a one-line error naming the file for anything else; the diff matches the
+exporter's engines by identity, never by list position."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from loadgen.results.manifest_schema import MANIFEST_VERSION, ManifestError, read_manifest, upgrade
+from loadgen.results.rundir import load_run
+
+FIXTURES = Path(__file__).parents[1] / "fixtures"
+OLD_RECORDS = sorted(
+    [
+        *(FIXTURES / "golden" / "real-runs-2026-12-01" / "runs").glob("*/manifest.json"),
+        *(FIXTURES / "real-runs").glob("*/manifest.json"),
+    ]
+)
+
+
+def test_the_real_old_records_are_there_and_have_no_version() -> None:
+    assert len(OLD_RECORDS) >= 8
+    for path in OLD_RECORDS:
+        assert "manifest_version" not in json.loads(path.read_text())
+
+
+@pytest.mark.parametrize("path", OLD_RECORDS, ids=lambda p: f"{p.parent.parent.parent.name}/{p.parent.name}")
+def test_a_real_v1_record_is_upgraded_on_read(path: Path) -> None:
+    raw = json.loads(path.read_text())
+    m = read_manifest(path)
+    assert m.version == MANIFEST_VERSION == 2
+    assert m.raw["manifest_version"] == 2
+    assert m.status == "complete"  # v1 wrote a record only when its run had ended
+    assert m.engine.param_sources == {}  # v1 resolved no sources
+    assert m.run_id == raw["run_id"]
+    assert (m.engine.engine, m.engine.version, m.engine.model) == (
+        raw["engine"]["engine"],
+        raw["engine"]["version"],
+        raw["engine"]["model"],
+    )
+    assert m.workload.fingerprint == raw["workload"]["fingerprint"]
+    assert m.tool.git_sha == raw["tool"]["git_sha"]
+    assert m.client.cpu_count == raw["client"]["cpu_count"]
+    assert m.exporter.present
+    assert [g["uuid"] for g in m.exporter.gpus] == [g["uuid"] for g in raw["exporter"]["gpus"]]
+    served = m.served_by()
+    assert served is not None  # the exporter's engine on the run's port
+    assert served.port == m.engine.port
+    assert served.identity == f"{raw['engine']['engine']}@127.0.0.1:{m.engine.port}"
+    assert served.pid == raw["exporter"]["engines"][0]["pid"]
+
+
+def test_an_upgraded_record_reads_the_same_again_and_the_file_is_untouched() -> None:
+    path = OLD_RECORDS[0]
+    before = path.read_bytes()
+    once = read_manifest(path)
+    assert read_manifest(dict(once.raw)) == once  # upgrading is idempotent
+    assert read_manifest(once) is once
+    assert path.read_bytes() == before  # reading never rewrites the record
+
+
+def test_a_v1_record_keeps_what_it_said() -> None:
+    raw = {"run_id": "r1", "status": "running", "engine": {"engine": "vllm", "param_sources": {"x": "flag"}}}
+    up = upgrade(raw)
+    assert up["status"] == "running"  # a recorded status is not overwritten
+    assert up["engine"]["param_sources"] == {"x": "flag"}
+    assert raw == {
+        "run_id": "r1",
+        "status": "running",
+        "engine": {"engine": "vllm", "param_sources": {"x": "flag"}},
+    }
+    crashed = read_manifest({"run_id": "r2", "crashed": True})
+    assert (crashed.status, crashed.crashed) == ("crashed", True)
+
+
+def _write(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "manifest.json"
+    path.write_text(body)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        (
+            '{"run_id": "r", "manifest_version": 3}',
+            "manifest_version 3 is newer than this loadgen reads (<= 2)",
+        ),
+        ('{"run_id": "r", "manifest_version": "two"}', "manifest_version 'two' is not a version"),
+        ('{"run_id": "r", "manifest_version": 0}', "manifest_version 0 is not a version"),
+        ("{not json", "not JSON"),
+        ("[1, 2]", "a JSON object expected, got list"),
+        ('{"engine": {}}', "no `run_id`"),
+        ('{"run_id": "r", "engine": "vllm"}', "`engine` is a str, not an object"),
+    ],
+)
+def test_garbage_or_a_future_version_is_one_line_naming_the_file(
+    tmp_path: Path, body: str, said: str
+) -> None:
+    path = _write(tmp_path, body)
+    with pytest.raises(ManifestError) as info:
+        read_manifest(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: ")
+    assert said in message
+    assert "\n" not in message
+
+
+def test_a_missing_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ManifestError, match=r"manifest\.json: cannot read"):
+        read_manifest(tmp_path / "manifest.json")
+
+
+def test_load_run_reads_through_the_schema(tmp_path: Path) -> None:
+    run = tmp_path / "r1"
+    run.mkdir()
+    (run / "manifest.json").write_text(json.dumps({"run_id": "r1", "engine": {"engine": "vllm"}}))
+    (run / "summary.json").write_text("{}")
+    record = load_run(tmp_path, "r1")
+    assert record.manifest["manifest_version"] == 2
+    assert record.typed.engine.engine == "vllm"
+    (run / "manifest.json").write_text(json.dumps({"run_id": "r1", "manifest_version": 9}))
+    with pytest.raises(ManifestError, match="manifest_version 9 is newer"):
+        load_run(tmp_path, "r1")
