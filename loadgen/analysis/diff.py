@@ -14,6 +14,8 @@ from loadgen.analysis.diff_cache import cache_rows
 from loadgen.analysis.diff_facts import resolve_params, run_facts
 from loadgen.analysis.diff_priors import GROUP_ORDER
 from loadgen.analysis.diff_rank import Difference, fact_rows, keyed_rows, param_rows
+from loadgen.results.manifest_schema import read_manifest
+from loadgen.results.run_fields import ManifestLike
 
 METRICS: tuple[tuple[str, str, str, str], ...] = (
     # label, summary key, stat (or "" for a scalar), unit
@@ -65,39 +67,41 @@ def _metric(summary: Mapping[str, Any], key: str, stat: str) -> float | None:
 
 
 def manifest_differences(
-    manifest_a: Mapping[str, Any],
-    manifest_b: Mapping[str, Any],
+    manifest_a: ManifestLike,
+    manifest_b: ManifestLike,
     summary_a: Mapping[str, Any] | None = None,
     summary_b: Mapping[str, Any] | None = None,
 ) -> list[Difference]:
-    """Every difference of two runs, most likely cause first (summaries add measured tokens)."""
+    """Every difference of two runs, most likely cause first (summaries add measured tokens); both
+    manifests are read through the one schema (older records upgraded first)."""
+    ma, mb = read_manifest(manifest_a), read_manifest(manifest_b)
     sa, sb = summary_a or {}, summary_b or {}
-    fa, fb = run_facts(manifest_a, sa), run_facts(manifest_b, sb)
-    rows = cache_rows(manifest_a, manifest_b, sa, sb) + fact_rows(fa, fb) + param_rows(fa, fb)
-    rows += keyed_rows(manifest_a, manifest_b, fa, fb)
+    fa, fb = run_facts(ma, sa), run_facts(mb, sb)
+    rows = cache_rows(ma, mb, sa, sb) + fact_rows(fa, fb) + param_rows(fa, fb)
+    rows += keyed_rows(ma, mb, fa, fb)
     return sorted(rows, key=lambda d: (GROUP_ORDER[d.group], -d.score, d.key))
 
 
-def workload_warnings(manifest_a: Mapping[str, Any], manifest_b: Mapping[str, Any]) -> list[str]:
+def workload_warnings(manifest_a: ManifestLike, manifest_b: ManifestLike) -> list[str]:
     """Warnings that make the comparison questionable: different workloads, uncleared caches."""
     warnings = []
-    fa = (manifest_a.get("workload") or {}).get("fingerprint")
-    fb = (manifest_b.get("workload") or {}).get("fingerprint")
+    ma, mb = read_manifest(manifest_a), read_manifest(manifest_b)
+    fa, fb = ma.workload.fingerprint, mb.workload.fingerprint
     if fa != fb:
         warnings.append(
             f"the runs used different workloads (fingerprint {fa} vs {fb}): "
             "the free variables are not identical, so the gap may come from the load itself"
         )
-    warnings += unrecorded_warnings(manifest_a, manifest_b)
-    for name, manifest in (("A", manifest_a), ("B", manifest_b)):
-        if (manifest.get("cache") or {}).get("flushed") is False:
+    warnings += unrecorded_warnings(ma, mb)
+    for name, manifest in (("A", ma), ("B", mb)):
+        if manifest.cache.flushed is False:
             warnings.append(f"run {name}'s prefix cache could not be cleared before it ran")
-        if manifest.get("partial"):
+        if manifest.partial:
             warnings.append(f"run {name} is partial (interrupted)")
     return warnings
 
 
-def unrecorded_warnings(manifest_a: Mapping[str, Any], manifest_b: Mapping[str, Any]) -> list[str]:
+def unrecorded_warnings(manifest_a: ManifestLike, manifest_b: ManifestLike) -> list[str]:
     """A warning per run that lacks neutral parameters the other run recorded (they cannot be compared)."""
     params = {"A": resolve_params(manifest_a)[0], "B": resolve_params(manifest_b)[0]}
     out = []

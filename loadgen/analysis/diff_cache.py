@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from loadgen.analysis.diff_rank import CACHE_COMPARED, Difference
+from loadgen.results.manifest_schema import as_dict, read_manifest
+from loadgen.results.run_fields import ManifestLike
 
 STRONG_GAP = 0.2  # 20 points of prompt tokens served from the cache
 MIN_STRONG_GAP = 0.05
@@ -39,12 +41,11 @@ def _dig(cache: Mapping[str, Any], path: tuple[str, ...]) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _cache(manifest: Mapping[str, Any], summary: Mapping[str, Any]) -> Mapping[str, Any]:
-    found = manifest.get("cache") or summary.get("cache") or {}
-    return found if isinstance(found, Mapping) else {}
+def _cache(manifest: ManifestLike, summary: Mapping[str, Any]) -> Mapping[str, Any]:
+    return read_manifest(manifest).cache.raw or as_dict(summary.get("cache"))
 
 
-def measured_hit_ratio(manifest: Mapping[str, Any], summary: Mapping[str, Any]) -> tuple[float | None, str]:
+def measured_hit_ratio(manifest: ManifestLike, summary: Mapping[str, Any]) -> tuple[float | None, str]:
     """(hit ratio, the key it was read from): reported per request, else the engine's counters."""
     cache = _cache(manifest, summary)
     for key, path in SOURCES[:2]:
@@ -67,8 +68,8 @@ def _rounded(value: float | None) -> float | None:
 
 
 def cache_rows(
-    manifest_a: Mapping[str, Any],
-    manifest_b: Mapping[str, Any],
+    manifest_a: ManifestLike,
+    manifest_b: ManifestLike,
     summary_a: Mapping[str, Any],
     summary_b: Mapping[str, Any],
 ) -> list[Difference]:

@@ -7,11 +7,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 from infergauge.engines import ENGINES
-from infergauge.engines.base import AUTO, NEUTRAL_PARAMS
-from infergauge.engines.resolve import DEFAULT
+from infergauge.engines.base import NEUTRAL_PARAMS
+from loadgen.results.manifest_schema import read_manifest
+from loadgen.results.run_fields import (
+    ManifestLike,
+    engine_name,
+    engine_version,
+    model_name,
+    resolve_params,
+)
+
+__all__ = ["IDENTITY_SPELLINGS", "RunFacts", "neutral_spellings", "resolve_params", "run_facts"]
 
 # Raw argument names that spell the served model or the engine's version (context, never a cause).
 IDENTITY_SPELLINGS = frozenset(
@@ -45,59 +53,8 @@ def neutral_spellings() -> dict[str, str]:
     return out
 
 
-def _port(url: Any) -> int | None:
-    try:
-        return urlsplit(str(url or "")).port
-    except ValueError:
-        return None
-
-
 def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
-
-
-def exporter_engine(manifest: Mapping[str, Any]) -> tuple[int, dict[str, Any]] | None:
-    """The exporter's engine that served this run (same port as the run's base URL), else the only one."""
-    engines = _dict(manifest.get("exporter")).get("engines")
-    engines = [e for e in engines if isinstance(e, dict)] if isinstance(engines, list) else []
-    port = _port(_dict(manifest.get("engine")).get("base_url"))
-    for index, engine in enumerate(engines):
-        if port is not None and _port(engine.get("url")) == port:
-            return index, engine
-    return (0, engines[0]) if len(engines) == 1 else None
-
-
-def _auto(value: Any) -> bool:
-    return isinstance(value, str) and value.lower() == AUTO
-
-
-def _unknown(value: Any, source: Any, flags_read: bool) -> bool:
-    """A recorded value that is no fact: 'auto' (the engine decides at start-up), or the engine's
-    default filled in by a run that read neither launch flags nor server info (old records did)."""
-    return _auto(value) or (source == DEFAULT and not flags_read) or str(source).startswith("unknown")
-
-
-def resolve_params(manifest: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-    """Neutral params and where each came from: `engine.params` (with its recorded
-    `engine.param_sources` entry, where there is one), else the exporter's engine of the run."""
-    engine = _dict(manifest.get("engine"))
-    own, provenance = _dict(engine.get("params")), _dict(engine.get("param_sources"))
-    found = exporter_engine(manifest)
-    theirs = _dict(found[1].get("params")) if found else {}
-    params: dict[str, Any] = {}
-    sources: dict[str, str] = {}
-    flags_read = found is not None or bool(engine.get("server_args"))
-    for name in NEUTRAL_PARAMS:
-        if _unknown(own.get(name), provenance.get(name), flags_read):
-            own = {**own, name: None}  # a guess is no fact: the exporter's reading may still tell
-        if own.get(name) is not None:
-            via = f" ({provenance[name]})" if isinstance(provenance.get(name), str) else ""
-            params[name], sources[name] = own[name], f"engine.params.{name}{via}"
-        elif found and theirs.get(name) is not None and not _auto(theirs[name]):
-            params[name], sources[name] = theirs[name], f"exporter.engines.{found[0]}.params.{name}"
-        else:
-            params[name] = None
-    return params, sources
 
 
 def _per_request(summary: Mapping[str, Any], total_key: str) -> float | None:
@@ -108,19 +65,22 @@ def _per_request(summary: Mapping[str, Any], total_key: str) -> float | None:
     return total / ok
 
 
-def run_facts(manifest: Mapping[str, Any], summary: Mapping[str, Any]) -> RunFacts:
-    """The ranked facts of one run (missing ones are None; nothing here raises on an odd manifest)."""
-    engine, config = _dict(manifest.get("engine")), _dict(manifest.get("config"))
-    found = exporter_engine(manifest)
-    seen = found[1] if found else {}
-    params, sources = resolve_params(manifest)
+def run_facts(manifest: ManifestLike, summary: Mapping[str, Any]) -> RunFacts:
+    """The ranked facts of one run (missing ones are None; nothing here raises on an odd manifest),
+    each by the one rule runs.csv shows it by (loadgen.results.run_fields)."""
+    m = read_manifest(manifest)
+    params, sources = resolve_params(m)
     return RunFacts(
-        engine=engine.get("engine") or seen.get("engine"),
-        version=engine.get("version") or seen.get("version"),
-        model=engine.get("model") or config.get("model") or seen.get("model"),
-        endpoint=config.get("endpoint"),
+        engine=engine_name(m),
+        version=engine_version(m),
+        model=model_name(m),
+        endpoint=_text(m.config.get("endpoint")),
         input_tokens=_per_request(summary, "total_input_tokens"),
         output_tokens=_per_request(summary, "total_output_tokens"),
         params=params,
         param_sources=sources,
     )
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)

@@ -106,7 +106,7 @@ def prior_weight(key: str) -> float:
 def context_group(key: str) -> tuple[str, float]:
     """The context group a raw key is listed under, and the group's weight."""
     for prefix, weight in CONTEXT_GROUPS:
-        if key == prefix or key.startswith(prefix + "."):
+        if key == prefix or key.startswith((prefix + ".", prefix + "[")):
             return prefix, weight
     return key.split(".", 1)[0], DEFAULT_WEIGHT
 

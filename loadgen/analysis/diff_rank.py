@@ -5,7 +5,7 @@ check rows, and every remaining raw key folded into one context row per group.""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +13,7 @@ from infergauge.engines.base import NEUTRAL_PARAMS
 from loadgen.analysis.diff_facts import IDENTITY_SPELLINGS, RunFacts, neutral_spellings
 from loadgen.analysis.diff_priors import UNRECORDED_WEIGHT, context_group, magnitude, prior_weight, same
 from loadgen.analysis.flatten import flatten
+from loadgen.results.manifest_schema import Manifest
 
 # Keys that differ between any two runs and explain nothing.
 IGNORED_SUFFIXES = frozenset(
@@ -46,9 +47,10 @@ IGNORED_SECTIONS = frozenset({"stale", "load"})
 FACT_KEYS = re.compile(
     r"^(engine\.(engine|version|model|max_model_len|params|param_sources)"
     r"|config\.(model|endpoint|target)"
-    r"|exporter\.engines\.\d+\.(engine|version|model|params|param_sources))(\.|$)"
+    r"|exporter\.engines\[[^\]]*\]\.(engine|version|model|params|param_sources))(\.|$)"
 )
-RAW_SECTIONS = re.compile(r"^(engine\.server_args|config\.sim_args|exporter\.engines\.\d+\.args)\.")
+RAW_SECTIONS = re.compile(r"^(engine\.server_args|config\.sim_args|exporter\.engines\[[^\]]*\]\.args)\.")
+MISSING = "missing"  # an engine the other run's exporter watched and this one's did not
 # Load settings in the run config; a key that the workload section also records is compared there.
 LOAD_KEYS = frozenset(
     {
@@ -224,24 +226,59 @@ def _kind(key: str, known: _Known) -> str | None:
     return "context"
 
 
-def _flat(manifest: Mapping[str, Any]) -> dict[str, Any]:
-    flat = flatten(dict(manifest))
-    gpus = (manifest.get("exporter") or {}).get("gpus")
+def _flat(manifest: Manifest) -> dict[str, Any]:
+    """Dotted keys of the record; the exporter's engines keyed by identity, never by list position
+    (`exporter.engines[served].args.max_num_seqs`, `exporter.engines[sglang@127.0.0.1:30000].model`)."""
+    raw = dict(manifest.raw)
+    if manifest.exporter.present:
+        raw["exporter"] = {k: v for k, v in manifest.exporter_raw().items() if k != "engines"}
+    flat = flatten(raw)
+    for identity, engine in manifest.watched_engines().items():
+        flat.update(flatten(dict(engine.raw), f"exporter.engines[{identity}]"))
+    gpus = manifest.exporter_raw().get("gpus")
     if isinstance(gpus, list):
         flat["exporter.gpus.count"] = len(gpus)
     return flat
 
 
-def keyed_rows(
-    manifest_a: Mapping[str, Any], manifest_b: Mapping[str, Any], fa: RunFacts, fb: RunFacts
-) -> list[Difference]:
+def _missing_engines(flat: dict[str, Any], here: Manifest, there: Manifest) -> None:
+    """An engine only `there`'s exporter watched is one `missing` key here, and one summary key
+    there (not a row per key it has)."""
+    theirs = there.watched_engines()
+    for identity in theirs.keys() - here.watched_engines().keys():
+        flat[f"exporter.engines[{identity}]"] = MISSING
+
+
+def _present_engines(flat: dict[str, Any], here: Manifest, there: Manifest) -> None:
+    gone = here.watched_engines().keys() - there.watched_engines().keys()
+    for identity in gone:
+        prefix = f"exporter.engines[{identity}]"
+        for key in [k for k in flat if k.startswith(prefix + ".")]:
+            del flat[key]
+        engine = here.watched_engines()[identity]
+        flat[prefix] = " ".join(p for p in (engine.engine, engine.version, engine.url) if p) or "watched"
+
+
+def flat_pair(ma: Manifest, mb: Manifest) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Both records' dotted keys; with an exporter on both sides, an engine only one watched is one
+    row (`... vs missing`)."""
+    flat_a, flat_b = _flat(ma), _flat(mb)
+    if ma.exporter.present and mb.exporter.present:
+        _present_engines(flat_a, ma, mb)
+        _present_engines(flat_b, mb, ma)
+        _missing_engines(flat_a, ma, mb)
+        _missing_engines(flat_b, mb, ma)
+    return flat_a, flat_b
+
+
+def keyed_rows(manifest_a: Manifest, manifest_b: Manifest, fa: RunFacts, fb: RunFacts) -> list[Difference]:
     """Workload, cache, GPU and check rows, then one context row per group of raw keys."""
-    flat_a, flat_b = _flat(manifest_a), _flat(manifest_b)
+    flat_a, flat_b = flat_pair(manifest_a, manifest_b)
     known = _Known(
         params=frozenset(n for n in NEUTRAL_PARAMS if (fa.params.get(n), fb.params.get(n)) != (None, None)),
         workload=frozenset(_leaf(k) for k in (*flat_a, *flat_b) if k.startswith("workload.")),
         spellings=neutral_spellings(),
-        exporters=bool(manifest_a.get("exporter")) and bool(manifest_b.get("exporter")),
+        exporters=manifest_a.exporter.present and manifest_b.exporter.present,
     )
     rows: list[Difference] = []
     context: list[Difference] = []
@@ -256,7 +293,7 @@ def keyed_rows(
 
 
 def _recorded(value: Any) -> bool:
-    return value not in (None, {}, [])
+    return value not in (None, {}, [], MISSING)
 
 
 def context_rows(raw: Iterable[Difference]) -> list[Difference]:

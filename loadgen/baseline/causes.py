@@ -114,7 +114,7 @@ def recorded_causes(
         if row.key.startswith(PER_PASS_PREFIXES) or (_absent(row.a) and _absent(row.b)):
             continue
         if _absent(row.a) != _absent(row.b):  # a section one run lacks, whatever its keys are
-            section = ".".join(row.key.split(".")[:2])
+            section = ".".join(re.split(r"[.[]", row.key)[:2])
             side = "the run after" if _absent(row.b) else "the run before"
             missing.setdefault(section, f"{section}: not recorded by {side}")
             continue

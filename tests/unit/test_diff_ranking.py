@@ -107,12 +107,13 @@ def test_params_come_from_the_exporter_engine_on_the_runs_port_when_the_run_has_
     ]
     params, sources = resolve_params(a)
     assert params["max_num_seqs"] == 128
-    assert sources["max_num_seqs"] == "exporter.engines.1.params.max_num_seqs"
+    # the engine is named by its key and identity, never by its list position
+    assert sources["max_num_seqs"] == "exporter.engines[served].params.max_num_seqs (vllm@127.0.0.1:8000)"
     diffs = manifest_differences(a, _manifest("vllm", PARAMS))
     assert [(d.key, d.a, d.b) for d in diffs if d.group == "params"] == [
         ("engine.params.max_num_seqs", 128, 64)
     ]
-    assert diffs[0].details[0].a == "exporter.engines.1.params.max_num_seqs"
+    assert diffs[0].details[0].a == "exporter.engines[served].params.max_num_seqs (vllm@127.0.0.1:8000)"
 
 
 def test_a_param_only_one_run_recorded_is_context_and_a_warning_not_a_difference():

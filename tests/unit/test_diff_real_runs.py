@@ -38,7 +38,7 @@ def test_real_vllm_vs_sglang_lists_few_rows_engine_first(runs):
     # neutral params that truly differ (vLLM's block 16 vs SGLang's page 1) are rows, read from the exporter
     block = next(d for d in diffs if d.key == "engine.params.block_size")
     assert (block.a, block.b) == (16, 1)
-    assert block.details[0].a.startswith("exporter.engines.")
+    assert block.details[0].a.startswith("exporter.engines[served].")
     groups = [d.group for d in diffs]
     last_fact = max(i for i, g in enumerate(groups) if g != "context")
     assert "context" not in groups[:last_fact]  # raw args only below every fact
@@ -59,7 +59,7 @@ def test_real_same_engine_story_names_max_num_seqs_first_once():
     (ma, sa), (mb, sb) = _load("vllm64-lg-r20"), _load("vllm8-lg-r20")
     diffs = manifest_differences(ma, mb, sa, sb)
     assert (diffs[0].key, diffs[0].a, diffs[0].b) == ("engine.params.max_num_seqs", 64, 8)
-    assert diffs[0].details[0].a.startswith("exporter.engines.")  # default vLLM: the exporter's view
+    assert diffs[0].details[0].a.startswith("exporter.engines[served].")  # default vLLM: the exporter's view
     keys = [d.key for d in diffs] + [x.key for d in diffs for x in d.details]
     assert [k for k in keys if k.rsplit(".", 1)[-1] == "max_num_seqs"] == ["engine.params.max_num_seqs"]
     assert [d.group for d in diffs[1:]] == ["context"] * (len(diffs) - 1)

@@ -5,11 +5,14 @@ exporter's engines by identity, never by list position."""
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from loadgen.analysis.diff import manifest_differences
 from loadgen.results.manifest_schema import MANIFEST_VERSION, ManifestError, read_manifest, upgrade
 from loadgen.results.rundir import load_run
 
@@ -126,3 +129,70 @@ def test_load_run_reads_through_the_schema(tmp_path: Path) -> None:
     (run / "manifest.json").write_text(json.dumps({"run_id": "r1", "manifest_version": 9}))
     with pytest.raises(ManifestError, match="manifest_version 9 is newer"):
         load_run(tmp_path, "r1")
+
+
+def _two_engines() -> dict[str, Any]:
+    served = {"engine": "vllm", "version": "0.26.0", "url": "http://127.0.0.1:8000", "pid": 10}
+    served |= {"params": {"max_num_seqs": 64}, "args": {"max_num_seqs": "64"}}
+    other = {"engine": "sglang", "version": "0.5.14", "url": "http://127.0.0.1:30000", "pid": 20}
+    other |= {
+        "params": {"max_num_seqs": 256},
+        "args": {"max_running_requests": "256", "mem_fraction_static": "0.8"},
+    }
+    return {
+        "run_id": "a",
+        "engine": {"engine": "vllm", "version": "0.26.0", "base_url": "http://127.0.0.1:8000", "params": {}},
+        "exporter": {"gpus": [{"name": "H200"}], "engines": [served, other]},
+    }
+
+
+def test_engines_in_swapped_order_show_no_difference() -> None:
+    a = _two_engines()
+    b = copy.deepcopy(a)
+    b["run_id"] = "b"
+    b["exporter"]["engines"].reverse()
+    assert [e.identity for e in read_manifest(b).exporter.engines] == [
+        "sglang@127.0.0.1:30000",
+        "vllm@127.0.0.1:8000",
+    ]
+    assert manifest_differences(a, b) == []  # by list position, every key of both engines differed
+
+
+def test_a_changed_flag_of_the_other_engine_is_named_by_its_identity() -> None:
+    a = _two_engines()
+    b = copy.deepcopy(a)
+    b["exporter"]["engines"].reverse()
+    b["exporter"]["engines"][0]["args"]["mem_fraction_static"] = "0.9"
+    keys = [d.key for row in manifest_differences(a, b) for d in (row, *row.details)]
+    assert "exporter.engines[sglang@127.0.0.1:30000].args.mem_fraction_static" in keys
+
+
+def test_an_engine_only_one_exporter_watched_is_said_as_missing() -> None:
+    a = _two_engines()
+    b = copy.deepcopy(a)
+    del b["exporter"]["engines"][1]
+    rows = manifest_differences(a, b)
+    details = [d for row in rows for d in row.details]
+    missing = [d for d in details if d.key.startswith("exporter.engines[")]
+    assert [(d.key, d.a, d.b) for d in missing] == [
+        ("exporter.engines[sglang@127.0.0.1:30000]", "sglang 0.5.14 http://127.0.0.1:30000", "missing")
+    ]
+    engines_row = next(r for r in rows if r.key == "exporter.engines")
+    assert (engines_row.a, engines_row.b) == (1, 0)  # A has it, B does not
+
+
+def test_the_served_engine_matches_across_ports() -> None:
+    """A launched engine gets a free port each pass: the engine that served the run is `served`."""
+    a = _two_engines()
+    b = copy.deepcopy(a)
+    b["engine"]["base_url"] = "http://127.0.0.1:8123"
+    b["exporter"]["engines"][0]["url"] = "http://127.0.0.1:8123"
+    b["exporter"]["engines"][0]["args"]["max_num_seqs"] = "32"
+    b["exporter"]["engines"][0]["params"]["max_num_seqs"] = 32
+    rows = manifest_differences(a, b)
+    assert [(r.key, r.a, r.b) for r in rows if r.group == "params"] == [
+        ("engine.params.max_num_seqs", 64, 32)
+    ]
+    keys = [d.key for row in rows for d in (row, *row.details)]
+    assert "exporter.engines[served].url" in keys
+    assert not [k for k in keys if k.startswith("exporter.engines[vllm@")]
