@@ -1,1 +1,1 @@
-"""Run records on disk: summary, manifest, the run folder and runs.csv, engine facts of live or stored runs."""
+"""Run records on disk: summary, manifest (one schema), the run folder and runs.csv, engine facts."""

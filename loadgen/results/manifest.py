@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import platform
 import socket
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -15,9 +16,9 @@ from infergauge.engines.resolve import Resolved, resolve
 from infergauge.redact import redact
 from loadgen import __version__
 from loadgen.provenance import git_sha
+from loadgen.records import EngineMetadata
 from loadgen.targets.exporter_client import match_engine
 from loadgen.transport.evloop import loop_name
-from loadgen.records import EngineMetadata
 
 
 def cpu_model() -> str | None:
@@ -149,7 +150,7 @@ def engine_section(
     }
 
 
-def unknown_params(engine: dict[str, Any]) -> list[str]:
-    """The neutral parameters a manifest's `engine` block could not know (UNKNOWN source)."""
-    sources = engine.get("param_sources") or {}
-    return sorted(k for k, v in sources.items() if str(v).startswith("unknown"))
+def unknown_params(param_sources: Mapping[str, Any]) -> list[str]:
+    """The neutral parameters a manifest's engine block could not know (UNKNOWN source), from its
+    `param_sources` (Manifest.engine.param_sources)."""
+    return sorted(k for k, v in param_sources.items() if str(v).startswith("unknown"))

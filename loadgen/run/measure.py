@@ -45,7 +45,15 @@ BACKLOG_BOUND = Bound()  # finished requests held unparsed at most (see backlog.
 class Run:
     """State of one run between preflight and the record."""
 
-    def __init__(self, config: RunConfig, run_id: str, progress: bool) -> None:
+    def __init__(
+        self,
+        config: RunConfig,
+        run_id: str,
+        progress: bool,
+        *,
+        indices: Sequence[int] | None = None,
+        start_at: datetime | None = None,
+    ) -> None:
         self.config = config
         self.run_id = run_id
         self.progress = Progress(progress)
@@ -61,8 +69,8 @@ class Run:
         self.backlog = Backlog(BACKLOG_BOUND)
         self.hurry = False  # a second interrupt: no linger
         self.journal: Journal | None = None  # requests.jsonl while the run goes (crash-safe record)
-        self.indices: Sequence[int] | None = None  # a shard's global request indices (None: 0, 1, ...)
-        self.start_at: datetime | None = None  # a common wall-clock start (shards), else 5 ms from now
+        self.indices = indices  # a shard's global request indices (None: 0, 1, ...)
+        self.start_at = start_at  # a common wall-clock start (shards), else 5 ms from now
         self.fd_said = False  # the open-files limit was said to bind (once a run)
         self.stalls = Stalls()  # host stalls: the event loop not running (loadgen/run/stalls.py)
 

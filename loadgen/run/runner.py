@@ -20,9 +20,10 @@ import aiohttp
 from loadgen.config import ConfigError, RunConfig
 from loadgen.records import RunResult
 from loadgen.results.rundir import probe_writable
+from loadgen.run.context import OnResult, RunContext
 from loadgen.run.measure import route_signals
 from loadgen.run.reach import preflight
-from loadgen.run.steps import OnResult, RunContext, run_steps
+from loadgen.run.steps import run_steps
 from loadgen.targets import get_target
 from loadgen.transport import evloop
 from loadgen.transport.dispatch import connector_limit
@@ -89,9 +90,21 @@ async def run_benchmark(
                 # (the dispatcher caps first) nor when the run has no more requests than the cap
                 cap = 0 if config.max_concurrency or len(schedule) <= limit else limit
                 raw = RawClient(base_url, config.api_key, cap, config.request_timeout_s)
-            ctx = RunContext(config, run_id, target, workload, schedule, base_url, progress)
-            ctx.meta_session, ctx.session, ctx.raw = meta_session, session, raw
-            ctx.on_result, ctx.shard, ctx.manifest_extra = on_result, shard, extra
+            ctx = RunContext(
+                config,
+                run_id,
+                target,
+                workload,
+                schedule,
+                base_url,
+                progress,
+                meta_session,
+                session=session,
+                raw=raw,
+                on_result=on_result,
+                shard=shard,
+                manifest_extra=extra,
+            )
             try:
                 return await run_steps(ctx)
             finally:

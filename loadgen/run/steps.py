@@ -1,5 +1,6 @@
 """One run in three steps over a RunContext: prepare (engine metadata, the exporter's manifest,
-live metrics, the start annotation), measure (the load), record (summary, manifest, files)."""
+live metrics, the start annotation), measure (the load), record (summary, manifest, files). The
+context is frozen; each step returns what it learned (Prepared, Announced, Measured)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import asyncio
 import sys
 from array import array
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -19,10 +19,12 @@ from loadgen.config import NO_EXPORTER, ConfigError, RunConfig
 from loadgen.records import EngineMetadata, RequestRecord, RunResult
 from loadgen.results.journal import Journal
 from loadgen.results.manifest import public_url, unknown_params
+from loadgen.results.manifest_schema import read_manifest
 from loadgen.results.prompt_cache import engine_block_size, run_cache_facts
 from loadgen.results.record import ManifestFacts, build_manifest, write_run
 from loadgen.results.rundir import write_json
 from loadgen.results.summary import build_summary
+from loadgen.run.context import Announced, Measured, Prepared, RunContext
 from loadgen.run.engine_tokenize import measure_on_engine
 from loadgen.run.live_metrics import LiveMetrics, RunLabels
 from loadgen.run.measure import Run, execute, linger, paced_gc, route_signals
@@ -31,113 +33,71 @@ from loadgen.targets.cache_counters import CacheCounters, engine_counters
 from loadgen.targets.preset import mismatch_warning
 from loadgen.transport.aiohttp_client import finalize
 from loadgen.transport.dispatch import Dispatcher
-from loadgen.transport.rawhttp import RawClient
-from loadgen.workload.shard import ShardPlan
 from loadgen.workload.traffic import traffic_summary
 
-OnResult = Callable[[RunResult], None]
 EXIT_NOT_WRITTEN = 3  # the run was measured but some of its files could not be written
-
-
-@dataclass
-class RunContext:
-    """One run from preflight to its record: what prepare learns, measure fills and record writes."""
-
-    config: RunConfig
-    run_id: str
-    target: Target
-    workload: Any
-    schedule: list[int]
-    base_url: str
-    progress: bool
-    meta_session: aiohttp.ClientSession | None = None
-    session: aiohttp.ClientSession | None = None  # the load's aiohttp session (None: raw client)
-    raw: RawClient | None = None
-    meta: EngineMetadata | None = None
-    model: str = ""
-    exporter: tuple[dict[str, Any] | None, str] = (None, "")
-    run: Run | None = None
-    started: datetime = field(default_factory=lambda: datetime.now(UTC))
-    ended: datetime | None = None
-    tags: list[str] = field(default_factory=list)
-    ann_id: Any = None
-    start_ns: int = 0
-    fingerprint: str = ""
-    on_result: OnResult | None = None
-    shard: ShardPlan | None = None  # this process sends one slice of the run (loadgen.workload.shard)
-    manifest_extra: dict[str, Any] = field(default_factory=dict)  # top-level manifest blocks (`shard`)
-    cache_counters: list[CacheCounters | None] = field(default_factory=list)  # /metrics at start, end
-
-    @property
-    def text(self) -> str:
-        """The Grafana annotation text of this run."""
-        return f"loadgen run {self.run_id} ({self.config.target}, {self.model})"
 
 
 async def run_steps(ctx: RunContext) -> RunResult:
     """prepare (metadata, exporter, live metrics, annotation), measure (the load), record (files)."""
-    run = await _prepare(ctx)
+    prep, run = await _prepare(ctx)
     try:
         with route_signals(run.on_signal):
-            await _announce(ctx, run)
+            announced = await _announce(ctx, prep, run)
             with paced_gc():
-                await _measure(ctx, run)
-                result = _record(ctx, run)
-            await _finish(ctx, run, result)
+                measured = await _measure(ctx, prep, run)
+                result = _record(ctx, prep, measured, run)
+            await _finish(ctx, prep, announced, measured, run, result)
             return result
     finally:
         assert run.metrics is not None
         run.metrics.stop()
 
 
-async def _prepare(ctx: RunContext) -> Run:
+async def _prepare(ctx: RunContext) -> tuple[Prepared, Run]:
     """Engine metadata and model, the exporter's manifest, the run state and its live metrics."""
     from loadgen.targets.exporter_client import attach_exporter, attached_line
 
-    assert ctx.meta_session is not None
-    ctx.meta = meta = await ctx.target.fetch_metadata(ctx.meta_session, ctx.base_url)
+    meta = await ctx.target.fetch_metadata(ctx.meta_session, ctx.base_url)
     mismatch = mismatch_warning(meta, ctx.base_url)
     if mismatch:
         print(mismatch, file=sys.stderr, flush=True)
-    ctx.model = ctx.config.model or meta.model or ""
-    if not ctx.model:
+    model = ctx.config.model or meta.model or ""
+    if not model:
         raise ConfigError(f"{ctx.base_url}/v1/models lists no model: pass --model")
     async with aiohttp.ClientSession() as plain:  # never send the engine's API key to the exporter
-        ctx.exporter = await attach_exporter(plain, ctx.config.exporter_url, ctx.base_url)
+        exporter = await attach_exporter(plain, ctx.config.exporter_url, ctx.base_url)
     named = ctx.config.exporter_url not in (None, NO_EXPORTER)  # `none`: the user chose no exporter
-    if (
-        ctx.exporter[0] is not None
-        or named
-        or (ctx.config.target != "sim" and ctx.config.exporter_url is None)
-    ):
-        print(attached_line(*ctx.exporter), file=sys.stderr, flush=True)  # the embedded sim has none
-    await _read_cache_counters(ctx)
+    if exporter[0] is not None or named or (ctx.config.target != "sim" and ctx.config.exporter_url is None):
+        print(attached_line(*exporter), file=sys.stderr, flush=True)  # the embedded sim has none
+    counters = await _read_cache_counters(ctx, meta)
     ctx.workload.clip_to_model_len(meta.max_model_len)  # before the first request is drawn
-    await measure_on_engine(ctx.workload, ctx.meta_session, ctx.base_url, ctx.model)  # --tokenizer engine
-    run = ctx.run = Run(ctx.config, ctx.run_id, ctx.progress)
-    if ctx.shard is not None:
-        run.indices = ctx.shard.indices(ctx.shard.index + len(ctx.schedule) * ctx.shard.count)
-        run.start_at = ctx.shard.start_at
-    ctx.started = datetime.now(UTC)
-    if ctx.shard is not None and ctx.shard.start_at is not None:  # shards start together: at start_at
-        ctx.started = max(ctx.started, ctx.shard.start_at)
+    await measure_on_engine(ctx.workload, ctx.meta_session, ctx.base_url, model)  # --tokenizer engine
+    shard = ctx.shard
+    indices = None if shard is None else shard.indices(shard.index + len(ctx.schedule) * shard.count)
+    start_at = None if shard is None else shard.start_at
+    run = Run(ctx.config, ctx.run_id, ctx.progress, indices=indices, start_at=start_at)
+    started = datetime.now(UTC)
+    if start_at is not None:  # shards start together: at start_at
+        started = max(started, start_at)
+    prep = Prepared(meta, model, exporter, started, counters)
     # bound before the run folder exists: a busy --metrics-port leaves no ghost `running` record
-    run.metrics = _start_metrics(ctx.config, ctx.run_id, ctx.model, meta, ctx.base_url)
+    run.metrics = _start_metrics(ctx.config, ctx.run_id, model, meta, ctx.base_url)
     try:
-        run.journal = _start_record(ctx, run.release)
+        run.journal = _start_record(ctx, prep, run.release)
     except BaseException:
         run.metrics.stop()
         raise
-    return run
+    return prep, run
 
 
-def _start_record(ctx: RunContext, on_written: Callable[[RequestRecord], None]) -> Journal:
+def _start_record(ctx: RunContext, prep: Prepared, on_written: Callable[[RequestRecord], None]) -> Journal:
     """manifest.json marked `status: running` before the first request, and the journal."""
     run_dir = Path(ctx.config.results_dir) / ctx.run_id
-    facts = ManifestFacts(ctx.workload, "", [], ctx.meta, ctx.base_url, *ctx.exporter)
-    manifest = build_manifest(ctx.config, ctx.run_id, facts, ctx.started, ctx.started, None)
+    facts = ManifestFacts(ctx.workload, "", [], prep.meta, ctx.base_url, *prep.exporter)
+    manifest = build_manifest(ctx.config, ctx.run_id, facts, prep.started, prep.started, None)
     manifest.update(ctx.manifest_extra, status="running", ended_at=None)
-    unknown = unknown_params(manifest.get("engine") or {})
+    unknown = unknown_params(read_manifest(manifest).engine.param_sources)
     if unknown:
         print(
             f"warning: engine facts unknown: {', '.join(unknown)} (launch flags not read: "
@@ -154,33 +114,29 @@ def _start_record(ctx: RunContext, on_written: Callable[[RequestRecord], None]) 
     return Journal(run_dir / "requests.jsonl", on_written)
 
 
-async def _read_cache_counters(ctx: RunContext) -> None:
+async def _read_cache_counters(ctx: RunContext, meta: EngineMetadata) -> CacheCounters | None:
     """The engine's prefix-cache counters now (from its /metrics), kept for the run's `cache` facts."""
-    assert ctx.meta_session is not None
-    assert ctx.meta is not None
-    ctx.cache_counters.append(
-        await engine_counters(ctx.meta_session, ctx.base_url, ctx.meta.speaks, ctx.meta.engine)
-    )
+    return await engine_counters(ctx.meta_session, ctx.base_url, meta.speaks, meta.engine)
 
 
-async def _announce(ctx: RunContext, run: Run) -> None:
+async def _announce(ctx: RunContext, prep: Prepared, run: Run) -> Announced:
     """Mark the start (live metrics, Grafana annotation) and build the dispatcher."""
     config, run_id = ctx.config, ctx.run_id
     assert run.metrics is not None
-    run.metrics.start_ts.set(ctx.started.timestamp())
-    ctx.tags = [
+    run.metrics.start_ts.set(prep.started.timestamp())
+    tags = [
         "loadgen",
         f"run_id:{run_id}",
         f"target:{config.target}",
         f"scenario:{config.resolved_scenario}",
     ]
-    ctx.ann_id = await asyncio.to_thread(
+    ann_id = await asyncio.to_thread(
         grafana_notes.annotate_run_start,
         config.grafana_url,
         config.grafana_token,
         run_id=run_id,
-        tags=ctx.tags,
-        text=ctx.text,
+        tags=tags,
+        text=prep.text(ctx),
     )
     base_url = ctx.base_url
     run.dispatcher = Dispatcher(
@@ -192,37 +148,36 @@ async def _announce(ctx: RunContext, run: Run) -> None:
         raw=ctx.raw,
         on_sent=run.metrics.observe_sent,
     )
+    return Announced(tags, ann_id)
 
 
-async def _measure(ctx: RunContext, run: Run) -> None:
+async def _measure(ctx: RunContext, prep: Prepared, run: Run) -> Measured:
     """Send the load and wait for it (or salvage what was measured); stamps the end."""
-    ctx.start_ns, ctx.fingerprint = await _execute_or_salvage(
-        run, ctx.target, ctx.workload, ctx.model, ctx.schedule
-    )
-    ctx.ended = datetime.now(UTC)
-    await _read_cache_counters(ctx)
+    start_ns, fingerprint = await _execute_or_salvage(run, ctx.target, ctx.workload, prep.model, ctx.schedule)
+    ended = datetime.now(UTC)
+    counters = await _read_cache_counters(ctx, prep.meta)
     if run.journal is not None:
         run.journal.flush()
         run.journal.close()
     assert run.metrics is not None
-    run.metrics.end_ts.set(ctx.ended.timestamp())
+    run.metrics.end_ts.set(ended.timestamp())
+    return Measured(start_ns, fingerprint, ended, counters)
 
 
-def _record(ctx: RunContext, run: Run) -> RunResult:
+def _record(ctx: RunContext, prep: Prepared, measured: Measured, run: Run) -> RunResult:
     """Build the summary and manifest and write the run's files."""
     config, run_id = ctx.config, ctx.run_id
     assert run.dispatcher is not None
-    assert ctx.ended is not None
     records = sorted(run.dispatcher.records, key=lambda r: r.index)
     itl_ns, itl_missing = journaled_itls(run.journal, records)
     summary = build_summary(
         config,
         run_id,
         records,
-        ctx.meta,
-        ctx.model,
-        ctx.started,
-        ctx.ended,
+        prep.meta,
+        prep.model,
+        prep.started,
+        measured.ended,
         run.stop_reason,
         run.dispatcher.peak_in_flight,
         itl_ns,
@@ -233,16 +188,21 @@ def _record(ctx: RunContext, run: Run) -> RunResult:
     if itl_missing is not None:
         summary["itl_s"]["incomplete"] = f"ITLs of journaled requests unreadable: {itl_missing}"
     sent_schedule = ctx.schedule[: len(records)]
-    facts = ManifestFacts(ctx.workload, ctx.fingerprint, sent_schedule, ctx.meta, ctx.base_url, *ctx.exporter)
-    manifest = build_manifest(config, run_id, facts, ctx.started, ctx.ended, run.stop_reason)
+    facts = ManifestFacts(
+        ctx.workload, measured.fingerprint, sent_schedule, prep.meta, ctx.base_url, *prep.exporter
+    )
+    manifest = build_manifest(config, run_id, facts, prep.started, measured.ended, run.stop_reason)
     manifest.update(ctx.manifest_extra)
+    counters = [prep.counters_start, measured.counters_end]
     summary["cache"] = run_cache_facts(
-        ctx.cache_counters, records, ctx.workload, engine_block_size(manifest), summary["total_input_tokens"]
+        counters, records, ctx.workload, engine_block_size(manifest), summary["total_input_tokens"]
     )
     manifest["cache"] = {**manifest["cache"], **summary["cache"]}
     lines = run.journal.lines() if run.journal is not None else None
     try:
-        written = write_run(Path(config.results_dir), run_id, manifest, summary, records, ctx.start_ns, lines)
+        written = write_run(
+            Path(config.results_dir), run_id, manifest, summary, records, measured.start_ns, lines
+        )
     finally:
         if lines is not None:
             lines.close()
@@ -269,21 +229,22 @@ def journaled_itls(journal: Journal | None, records: list[RequestRecord]) -> tup
     return itl_ns, None
 
 
-async def _finish(ctx: RunContext, run: Run, result: RunResult) -> None:
+async def _finish(
+    ctx: RunContext, prep: Prepared, announced: Announced, measured: Measured, run: Run, result: RunResult
+) -> None:
     """Hand the result over (`on_result`), close the Grafana annotation, keep /metrics up."""
     if ctx.on_result is not None:
         ctx.on_result(result)
-    assert ctx.ended is not None
     await asyncio.to_thread(
         grafana_notes.annotate_run_end,
         ctx.config.grafana_url,
         ctx.config.grafana_token,
-        ctx.ann_id,
+        announced.ann_id,
         run_id=ctx.run_id,
-        tags=ctx.tags,
-        text=f"{ctx.text} ended",
-        start_ms=int(ctx.started.timestamp() * 1000),
-        end_ms=int(ctx.ended.timestamp() * 1000),
+        tags=announced.tags,
+        text=f"{prep.text(ctx)} ended",
+        start_ms=int(prep.started.timestamp() * 1000),
+        end_ms=int(measured.ended.timestamp() * 1000),
     )
     if ctx.config.metrics_port and ctx.config.linger_s:
         await linger(run, ctx.config.linger_s)
