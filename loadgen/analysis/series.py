@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loadgen.analysis.diff_facts import resolve_params
 from loadgen.analysis.points import Point, mean_point, point_from_summary
+from loadgen.results.run_fields import engine_name, resolve_params
 from loadgen.results.rundir import RunRecord
 from loadgen.results.summary import iter_lines
 
@@ -57,23 +57,25 @@ def run_load(record: RunRecord, kind: str) -> float:
 
 def series_label(record: RunRecord) -> str:
     """Phase, engine (plan engine name, else engine/target), variant (or, for runs outside an
-    experiment, TP and max_num_seqs) and workload."""
-    exp = record.manifest.get("experiment") or {}
+    experiment, TP and max_num_seqs) and workload; engine and parameters by the rules runs.csv and
+    `loadgen diff` read them by (loadgen.results.run_fields)."""
+    m = record.typed
+    exp = m.experiment
     engine = (
-        exp.get("engine")
-        or (record.manifest.get("engine") or {}).get("engine")
+        (exp.engine if exp else None)
+        or engine_name(m)
         or record.summary.get("engine")
         or record.summary.get("target")
         or "engine"
     )
-    parts = [f"{exp['phase']}: {engine}" if exp.get("phase") else str(engine)]
-    if exp.get("variant") not in (None, "default", "base"):
-        parts.append(str(exp["variant"]))
-    if not exp:  # runs outside an experiment: tell configurations apart by their key parameters
+    parts = [f"{exp.phase}: {engine}" if exp and exp.phase else str(engine)]
+    if exp and exp.variant not in (None, "default", "base"):
+        parts.append(str(exp.variant))
+    if exp is None:  # runs outside an experiment: tell configurations apart by their key parameters
         # the one rule `loadgen diff` reads a parameter by (an unknown or `auto` value is no value)
-        params = resolve_params(record.manifest)[0]
+        params = resolve_params(m)[0]
         parts += [f"{key}={params[key]}" for key in LABEL_PARAMS if params.get(key) is not None]
-    workload = exp.get("workload") or record.summary.get("scenario")
+    workload = (exp.workload if exp else None) or record.summary.get("scenario")
     if workload:
         parts.append(str(workload))
     return " · ".join(parts)

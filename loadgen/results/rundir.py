@@ -17,6 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from loadgen.results.manifest_schema import Manifest, read_manifest
+from loadgen.results.run_fields import (
+    ManifestLike,
+    engine_name,
+    engine_version,
+    gpu_count,
+    gpu_name,
+    model_name,
+    resolve_params,
+)
 from loadgen.results.summary import CRASHED_REASON, read_lines, rebuild_summary
 
 RUNS_CSV = "runs.csv"
@@ -187,34 +196,37 @@ def _dig(obj: dict[str, Any], *path: str) -> Any:
     return obj
 
 
-def csv_row(manifest: dict[str, Any], summary: dict[str, Any], result_dir: Path) -> dict[str, Any]:
-    """The flat runs.csv row of one run."""
-    cfg, wl, eng = manifest.get("config", {}), manifest.get("workload", {}), manifest.get("engine") or {}
-    params, gpus = eng.get("params") or {}, _dig(manifest, "exporter", "gpus") or []
+def csv_row(manifest: ManifestLike, summary: dict[str, Any], result_dir: Path) -> dict[str, Any]:
+    """The flat runs.csv row of one run; a field `loadgen diff` also shows (engine, version, model,
+    neutral params, GPU) by the same rule (loadgen.results.run_fields)."""
+    m = read_manifest(manifest)
+    params = resolve_params(m)[0]
     row: dict[str, Any] = {k: summary.get(k) for k in CSV_COLUMNS if k in summary}
     row.update(
-        engine_version=eng.get("version"),
-        workload=wl.get("name"),
-        workload_fingerprint=wl.get("fingerprint"),
-        workload_definition_fingerprint=wl.get("definition_fingerprint"),
-        input_len=wl.get("input_len"),
-        output_len=wl.get("output_len"),
-        seed=cfg.get("seed"),
-        arrival=cfg.get("arrival"),
-        burstiness=cfg.get("burstiness"),
-        num_prompts=cfg.get("num_prompts"),
+        engine=engine_name(m) or summary.get("engine"),
+        engine_version=engine_version(m),
+        model=model_name(m) or summary.get("model"),
+        workload=m.workload.name,
+        workload_fingerprint=m.workload.fingerprint,
+        workload_definition_fingerprint=m.workload.definition_fingerprint,
+        input_len=m.workload.input_len,
+        output_len=m.workload.output_len,
+        seed=m.config.get("seed"),
+        arrival=m.config.get("arrival"),
+        burstiness=m.config.get("burstiness"),
+        num_prompts=m.config.get("num_prompts"),
         requests_total=_dig(summary, "requests", "measured"),
         requests_ok=_dig(summary, "requests", "ok"),
         requests_failed=_dig(summary, "requests", "failed"),
         requests_cancelled=_dig(summary, "requests", "cancelled"),
         slo=json.dumps(summary.get("slo") or {}),
-        gpu_name=gpus[0].get("name") if gpus else None,
-        gpu_count=len(gpus) or None,
+        gpu_name=gpu_name(m),
+        gpu_count=gpu_count(m),
         tensor_parallel_size=params.get("tensor_parallel_size"),
         max_num_seqs=params.get("max_num_seqs"),
         gpu_memory_utilization=params.get("gpu_memory_utilization"),
-        tool_version=_dig(manifest, "tool", "version"),
-        git_sha=_dig(manifest, "tool", "git_sha"),
+        tool_version=m.tool.version,
+        git_sha=m.tool.git_sha,
         result_dir=str(result_dir),
     )
     for metric in ("ttft", "tpot", "itl", "e2e"):
@@ -225,7 +237,7 @@ def csv_row(manifest: dict[str, Any], summary: dict[str, Any], result_dir: Path)
     row["schedule_lag_p99_s"] = _dig(summary, "schedule_lag_s", "p99")
     row["slot_wait_p99_s"] = _dig(summary, "slot_wait_s", "p99")
     for key in ("flushed", "hit_tokens", "hit_ratio"):
-        row[f"cache_{key}"] = _dig(manifest, "cache", key)
+        row[f"cache_{key}"] = m.cache.raw.get(key)
     return {k: row.get(k) for k in CSV_COLUMNS}
 
 
