@@ -10,6 +10,8 @@ from datetime import datetime
 from typing import Any
 
 from loadgen.results.manifest import public_url
+from loadgen.results.manifest_schema import as_dict, read_manifest
+from loadgen.results.run_fields import ManifestLike, engine_name, engine_version, gpu_count, gpu_name
 
 Doc = dict[str, Any]
 
@@ -50,37 +52,33 @@ def timestamp(value: Any) -> datetime | None:
         return None
 
 
-def run_status(manifest: Doc, summary: Doc) -> str:
+def run_status(manifest: ManifestLike, summary: Doc) -> str:
     """crashed | partial | failed (error rate over the run's budget) | ok."""
-    if crashed(manifest, summary):
+    m = read_manifest(manifest)
+    if crashed(m, summary):
         return "crashed"
-    if summary.get("partial") or manifest.get("partial"):
+    if summary.get("partial") or m.partial:
         return "partial"
-    budget, rate = number(dig(manifest, "config", "max_error_rate")), number(summary.get("error_rate"))
+    budget, rate = number(m.config.get("max_error_rate")), number(summary.get("error_rate"))
     return "failed" if budget is not None and rate is not None and rate > budget else "ok"
 
 
-def crashed(manifest: Doc, summary: Doc) -> bool:
+def crashed(manifest: ManifestLike, summary: Doc) -> bool:
     """Whether the run's record says loadgen died before finishing it."""
-    return bool(summary.get("crashed") or manifest.get("crashed"))
+    return bool(summary.get("crashed") or read_manifest(manifest).crashed)
 
 
-def gpus(manifest: Doc) -> list[Doc]:
-    """The GPUs the exporter reported for the run ([] without an exporter)."""
-    found = dig(manifest, "exporter", "gpus")
-    return [g for g in found if isinstance(g, dict)] if isinstance(found, list) else []
-
-
-def series_key(manifest: Doc, summary: Doc) -> str:
+def series_key(manifest: ManifestLike, summary: Doc) -> str:
     """A series' identity: its suite entry (else target/model/workload/load) plus GPU model and count."""
-    suite, entry = dig(manifest, "baseline", "suite"), dig(manifest, "baseline", "series")
+    m = read_manifest(manifest)
+    suite, entry = m.baseline.get("suite"), m.baseline.get("series")
     if suite and entry:
         what = f"{suite}/{entry}"
     else:
-        fingerprint = str(dig(manifest, "workload", "fingerprint") or "-")
+        fingerprint = str(m.workload.fingerprint or "-")
         load = f"rate={summary.get('asked_rate')},conc={summary.get('max_concurrency')}"
         what = f"{summary.get('target')}/{summary.get('model')}/{fingerprint[:19]}/{load}"
-    found = gpus(manifest)
+    found = m.exporter.gpus
     gpu = f"{found[0].get('name')}x{len(found)}" if found else "no-gpu-facts"
     return f"{what}@{gpu}"
 
@@ -124,9 +122,10 @@ _FIGURES.update(
 )
 
 
-def shard_of(manifest: Doc) -> str | None:
+def shard_of(manifest: ManifestLike) -> str | None:
     """`i/N` when the record is one shard of a sharded run (`loadgen run --shard`), else None."""
-    index, count = integer(dig(manifest, "shard", "index")), integer(dig(manifest, "shard", "count"))
+    section = as_dict(read_manifest(manifest).raw.get("shard"))
+    index, count = integer(section.get("index")), integer(section.get("count"))
     return None if index is None or count is None else f"{index}/{count}"
 
 
@@ -135,40 +134,41 @@ def row_key(run_id: str, shard: str | None) -> str:
     return run_id if shard is None else f"{run_id}/shard-{shard.split('/')[0]}"
 
 
-def build_row(manifest: Doc, summary: Doc) -> Doc:
-    """The `runs` row of one run record (every column of schema.RUNS_COLUMNS)."""
-    manifest, summary = finite_json(manifest), finite_json(summary)
-    engine, found = manifest.get("engine") or {}, gpus(manifest)
-    url = engine.get("base_url") or dig(manifest, "config", "base_url")
+def build_row(manifest: ManifestLike, summary: Doc) -> Doc:
+    """The `runs` row of one run record (every column of schema.RUNS_COLUMNS), the manifest read
+    through the one schema (stored upgraded) and the fields runs.csv also shows by its rules."""
+    m = read_manifest(finite_json(dict(read_manifest(manifest).raw)))
+    summary = finite_json(summary)
+    url = m.engine.base_url or m.config.get("base_url")
     row: Doc = {
-        "run_id": summary.get("run_id") or manifest.get("run_id"),
-        "started_at": timestamp(summary.get("started_at") or manifest.get("started_at")),
-        "ended_at": timestamp(summary.get("ended_at") or manifest.get("ended_at")),
-        "suite": dig(manifest, "baseline", "suite"),
-        "series_key": series_key(manifest, summary),
-        "status": run_status(manifest, summary),
-        "partial": bool(summary.get("partial") or manifest.get("partial") or crashed(manifest, summary)),
-        "partial_reason": summary.get("partial_reason") or manifest.get("partial_reason"),
-        "crashed": crashed(manifest, summary),
+        "run_id": summary.get("run_id") or m.run_id,
+        "started_at": timestamp(summary.get("started_at") or m.started_at),
+        "ended_at": timestamp(summary.get("ended_at") or m.ended_at),
+        "suite": m.baseline.get("suite"),
+        "series_key": series_key(m, summary),
+        "status": run_status(m, summary),
+        "partial": bool(summary.get("partial") or m.partial or crashed(m, summary)),
+        "partial_reason": summary.get("partial_reason") or m.partial_reason,
+        "crashed": crashed(m, summary),
         "experiment_id": summary.get("experiment_id"),
         "scenario": summary.get("scenario"),
-        "target": summary.get("target") or dig(manifest, "config", "target"),
+        "target": summary.get("target") or m.config.get("target"),
         "base_url": public_url(url) if isinstance(url, str) else None,
-        "engine": engine.get("engine") or summary.get("engine"),
-        "engine_version": engine.get("version"),
-        "model": summary.get("model") or engine.get("model"),
-        "gpu_model": found[0].get("name") if found else None,
-        "gpu_count": len(found) or None,
-        "workload": dig(manifest, "workload", "name"),
-        "workload_fingerprint": dig(manifest, "workload", "fingerprint"),
+        "engine": engine_name(m) or summary.get("engine"),
+        "engine_version": engine_version(m),
+        "model": summary.get("model") or m.engine.model,
+        "gpu_model": gpu_name(m),
+        "gpu_count": gpu_count(m),
+        "workload": m.workload.name,
+        "workload_fingerprint": m.workload.fingerprint,
         "asked_rate": number(summary.get("asked_rate")),
         "max_concurrency": integer(summary.get("max_concurrency")),
         **{name: figure(summary) for name, figure in _FIGURES.items()},
-        "tool_version": dig(manifest, "tool", "version"),
-        "manifest": manifest,
+        "tool_version": m.tool.version,
+        "manifest": dict(m.raw),
         "summary": summary,
-        "row_hash": content_hash(manifest, summary),
-        "shard": shard_of(manifest),
+        "row_hash": content_hash(dict(m.raw), summary),
+        "shard": shard_of(m),
     }
     if not row["run_id"]:
         raise ValueError("the record names no run_id")
