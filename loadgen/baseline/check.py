@@ -105,7 +105,7 @@ def noisy_runs(runs: Sequence[StoredRun], settings: DetectorSettings | None = No
 
 def rate_series(runs: Sequence[StoredRun]) -> bool:
     """Whether the newest run was paced by a request rate (its throughput is the schedule's)."""
-    rate = (runs[-1].manifest.get("config") or {}).get("rate") if runs else None
+    rate = runs[-1].typed.config.get("rate") if runs else None
     return isinstance(rate, int | float) and not isinstance(rate, bool) and math.isfinite(rate) and rate > 0
 
 

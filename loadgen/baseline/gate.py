@@ -29,7 +29,7 @@ def suite_tag(metrics: Sequence[str], settings: DetectorSettings) -> dict[str, A
 
 def recorded_check(runs: Sequence[StoredRun]) -> tuple[tuple[str, ...], DetectorSettings]:
     """The metrics and settings the newest run of a suite recorded (defaults for runs that lack them)."""
-    tag = (runs[-1].manifest.get("baseline") or {}) if runs else {}
+    tag = runs[-1].typed.baseline if runs else {}
     metrics = tuple(m for m in tag.get("metrics") or DEFAULT_METRICS if m in WATCHED)
     known = {f.name for f in dataclasses.fields(DetectorSettings)}
     values = {k: v for k, v in (tag.get("check") or {}).items() if k in known}

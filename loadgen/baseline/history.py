@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loadgen.baseline.metrics import WATCHED
+from loadgen.results.manifest_schema import Manifest, read_manifest
 from loadgen.store.db import Store
 from loadgen.store.schema import WHOLE_RUNS
 
@@ -22,6 +23,11 @@ class StoredRun:
     figures: dict[str, float | None]
     manifest: dict[str, Any]
     summary: dict[str, Any]
+
+    @property
+    def typed(self) -> Manifest:
+        """The stored manifest through the one schema (an older record upgraded)."""
+        return read_manifest(self.manifest)
 
 
 def _query(store: Store, suite: str | None) -> tuple[str, dict[str, Any]]:

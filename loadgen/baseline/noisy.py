@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from loadgen.analysis.changepoint import DetectorSettings
+from loadgen.results.manifest_schema import Manifest, read_manifest
+from loadgen.results.run_fields import ManifestLike
 
 FAILED = "failed requests"  # the reason that keeps a run in the error-rate test
 
@@ -31,16 +33,16 @@ def _section(record: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def _failed(summary: Mapping[str, Any], manifest: Mapping[str, Any]) -> str | None:
-    limit = _number(_section(manifest, "config").get("max_error_rate"))
+def _failed(summary: Mapping[str, Any], manifest: Manifest) -> str | None:
+    limit = _number(manifest.config.get("max_error_rate"))
     share = _number(summary.get("error_rate"))
     if limit is None or share is None or share <= limit:
         return None
     return f"{FAILED} {share:.1%} > limit {limit:.1%}"
 
 
-def _host(manifest: Mapping[str, Any], s: DetectorSettings) -> str | None:
-    load = _section(_section(manifest, "client"), "load")
+def _host(manifest: Manifest, s: DetectorSettings) -> str | None:
+    load = manifest.client.load
     steal, per_cpu = _number(load.get("steal_share")), _number(load.get("loadavg_1m_per_cpu"))
     if s.max_steal and steal is not None and steal > s.max_steal:
         return f"host load: CPU steal {steal:.0%} > {s.max_steal:.0%}"
@@ -50,22 +52,21 @@ def _host(manifest: Mapping[str, Any], s: DetectorSettings) -> str | None:
 
 
 def noisy_reasons(
-    summary: Mapping[str, Any], manifest: Mapping[str, Any], settings: DetectorSettings | None = None
+    summary: Mapping[str, Any], manifest: ManifestLike, settings: DetectorSettings | None = None
 ) -> list[str]:
-    """Why a run's record says it is unreliable (empty: it is not)."""
+    """Why a run's record says it is unreliable (empty: it is not); the manifest read through the
+    one schema."""
     s = settings or DetectorSettings()
+    m = read_manifest(manifest)
     reasons = []
     if _section(summary, "client_saturated").get("saturated"):
         reasons.append("client saturated")
     lag = _number(_section(summary, "schedule_lag_s").get("p99"))
     if s.max_lag_s and lag is not None and lag > s.max_lag_s:
         reasons.append(f"late: schedule lag p99 {lag:.2f} s > {s.max_lag_s:g} s")
-    checks = _section(manifest, "exporter").get("checks")
-    if isinstance(checks, list) and any(
-        isinstance(c, Mapping) and c.get("id") == "foreign_gpu_processes" for c in checks
-    ):
+    if any(c.get("id") == "foreign_gpu_processes" for c in m.exporter.checks):
         reasons.append("foreign GPU process")
-    reasons += [r for r in (_failed(summary, manifest), _host(manifest, s)) if r]
+    reasons += [r for r in (_failed(summary, m), _host(m, s)) if r]
     return reasons
 
 
