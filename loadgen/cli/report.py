@@ -30,7 +30,8 @@ def _collect(ids: tuple[str, ...], results_dir: str) -> tuple[list, list[str], s
 def _recorded_objective(records: list) -> Objective | None:
     """The first objective an experiment plan recorded in its runs' manifests, if any."""
     for record in records:
-        for spec in (record.manifest.get("experiment") or {}).get("slo") or []:
+        experiment = record.typed.experiment
+        for spec in experiment.slo if experiment else ():
             return parse_objective(spec)
     return None
 

@@ -4,6 +4,7 @@ cost per million tokens, production advice)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,17 @@ from loadgen.analysis.series import Series, group_series, run_load
 from loadgen.analysis.slo import Objective, format_seconds
 from loadgen.report.charts import write_charts
 from loadgen.report.results_csv import result_values, results_csv
+from loadgen.results.manifest_schema import Manifest, read_manifest
+from loadgen.results.run_fields import (
+    ManifestLike,
+    engine_name,
+    engine_version,
+    gpu_count,
+    gpu_name,
+    length_spec,
+    model_name,
+    resolve_params,
+)
 from loadgen.results.rundir import RunRecord, atomic_write
 from loadgen.targets.cache_counters import cache_warning
 
@@ -63,15 +75,16 @@ def _fmt(value: Any, digits: int = 2) -> str:
     return str(value)
 
 
-def _cache(manifest: dict[str, Any]) -> str:
-    flushed = _get(manifest, "cache", "flushed")
-    method = _get(manifest, "cache", "method") or ""
-    return {True: f"yes ({method})", False: f"NO ({method})"}.get(flushed, "-")
+def _cache(manifest: Manifest) -> str:
+    flushed, method = manifest.cache.flushed, manifest.cache.method or ""
+    if flushed is None:
+        return "-"
+    return f"yes ({method})" if flushed else f"NO ({method})"
 
 
-def _cache_hits(manifest: dict[str, Any]) -> str:
+def _cache_hits(manifest: Manifest) -> str:
     """`19200 (75%)`: prompt tokens the engine served from its prefix cache during the run."""
-    hits, ratio = _get(manifest, "cache", "hit_tokens"), _get(manifest, "cache", "hit_ratio")
+    hits, ratio = manifest.cache.raw.get("hit_tokens"), manifest.cache.raw.get("hit_ratio")
     return "-" if hits is None else f"{hits} ({_fmt((ratio or 0) * 100, 0)}%)"
 
 
@@ -82,7 +95,7 @@ def _set_sent(configured: Any, measured: Any) -> str:
 
 def result_row(record: RunRecord, series: Series) -> dict[str, str]:
     """One results-table row of report.md, formatted for reading (results.csv has the numbers)."""
-    s, m = record.summary, record.manifest
+    s, m = record.summary, record.typed
     names = (("TTFT", "ttft_s"), ("TPOT", "tpot_s"), ("E2E", "e2e_s"))
     lat = {
         f"{name} {stat}": format_seconds(_get(s, key, stat)) for name, key in names for stat in ("p50", "p99")
@@ -90,16 +103,12 @@ def result_row(record: RunRecord, series: Series) -> dict[str, str]:
     return {
         "run_id": record.run_id,
         "series": series.label,
-        "phase": _get(m, "experiment", "phase") or "-",
+        "phase": (m.experiment.phase if m.experiment else None) or "-",
         "load": f"{run_load(record, series.kind):g} {'conc' if series.kind == 'concurrency' else 'req/s'}",
         "req/s": _fmt(s.get("request_throughput")),
         "output tok/s": _fmt(s.get("output_token_throughput"), 1),
-        "input tok/req (set / sent)": _set_sent(
-            _get(m, "workload", "input_len") or _get(m, "config", "input_len"), s.get("mean_prompt_tokens")
-        ),
-        "output tok/req (set / sent)": _set_sent(
-            _get(m, "workload", "output_len") or _get(m, "config", "output_len"), s.get("mean_output_tokens")
-        ),
+        "input tok/req (set / sent)": _set_sent(length_spec(m, "input_len"), s.get("mean_prompt_tokens")),
+        "output tok/req (set / sent)": _set_sent(length_spec(m, "output_len"), s.get("mean_output_tokens")),
         **lat,
         "goodput req/s": _fmt(s.get("goodput")),
         "errors": f"{_get(s, 'requests', 'failed') or 0} ({_fmt((s.get('error_rate') or 0) * 100, 1)}%)",
@@ -117,20 +126,19 @@ def _table(columns: tuple[str, ...] | list[str], rows: list[dict[str, str]]) -> 
 def _environment(records: list[RunRecord]) -> list[str]:
     rows: dict[tuple[str, ...], dict[str, str]] = {}
     for r in records:
-        m = r.manifest
-        gpus = _get(m, "exporter", "gpus") or []
+        m = r.typed
+        gpus = m.exporter.gpus
         gpu = gpus[0] if gpus else {}
         row = {
-            "engine": f"{_get(m, 'engine', 'engine') or r.summary.get('target') or '-'} "
-            f"{_get(m, 'engine', 'version') or ''}".strip(),
-            "model": str(_get(m, "engine", "model") or r.summary.get("model") or "-"),
-            "GPU": f"{len(gpus)} x {gpu.get('name')}" if gpus else "- (no exporter)",
+            "engine": f"{engine_name(m) or r.summary.get('target') or '-'} {engine_version(m) or ''}".strip(),
+            "model": str(model_name(m) or r.summary.get("model") or "-"),
+            "GPU": f"{gpu_count(m)} x {gpu_name(m)}" if gpus else "- (no exporter)",
             "driver / CUDA": f"{gpu.get('driver_version', '-')} / {gpu.get('cuda_version', '-')}",
-            "interconnect": str(_get(m, "exporter", "topology", "interconnect") or "-"),
-            "client": f"{_get(m, 'client', 'hostname') or '-'} ({_get(m, 'client', 'cpu_model') or '-'})",
-            "infergauge": f"{_get(m, 'tool', 'version') or '-'}",
+            "interconnect": str(_get(m.exporter_raw(), "topology", "interconnect") or "-"),
+            "client": f"{m.client.hostname or '-'} ({m.client.cpu_model or '-'})",
+            "infergauge": f"{m.tool.version or '-'}",
         }
-        sha = str(_get(m, "tool", "git_sha") or "")[:10]
+        sha = str(m.tool.git_sha or "")[:10]
         kept = rows.setdefault(tuple(row.values()), row)
         if sha and sha not in kept["infergauge"]:  # several commits: list them, one row
             kept["infergauge"] += f" {sha}"
@@ -143,8 +151,8 @@ def _environment(records: list[RunRecord]) -> list[str]:
 def _parameters(series: list[Series]) -> list[str]:
     rows = []
     for s in series:
-        m, cfg = s.records[0].manifest, s.records[0].manifest.get("config") or {}
-        params = _get(m, "engine", "params") or {}
+        m = s.records[0].typed
+        cfg, params = m.config, resolve_params(m)[0]  # the rule runs.csv and diff read them by
         rows.append(
             {
                 "series": s.label,
@@ -163,7 +171,7 @@ def _parameters(series: list[Series]) -> list[str]:
     return _table([*columns, *kinds, "requests/run", "seed"], rows)
 
 
-def _per_run(cfg: dict[str, Any]) -> str:
+def _per_run(cfg: Mapping[str, Any]) -> str:
     if cfg.get("num_prompts"):
         return str(cfg["num_prompts"])
     return f"{cfg['duration_s']:g} s of sending" if cfg.get("duration_s") else "-"
@@ -230,9 +238,9 @@ def _warnings(records: list[RunRecord]) -> list[str]:
     ]
     notes += [
         f"- run {r.run_id}: the prefix cache could not be cleared before it ran "
-        f"({_get(r.manifest, 'cache', 'detail') or 'no detail'})"
+        f"({r.typed.cache.raw.get('detail') or 'no detail'})"
         for r in records
-        if _get(r.manifest, "cache", "flushed") is False
+        if r.typed.cache.flushed is False
     ]
     notes += [f"- {warning.removeprefix('warning: ')}" for warning in _warm_runs(records)]
     notes += workload_mismatches(records)
@@ -241,15 +249,15 @@ def _warnings(records: list[RunRecord]) -> list[str]:
 
 
 def _warm_runs(records: list[RunRecord]) -> list[str]:
-    warnings = (cache_warning(r.run_id, r.manifest.get("cache") or {}) for r in records)
+    warnings = (cache_warning(r.run_id, r.typed.cache.raw) for r in records)
     return [w for w in warnings if w]
 
 
-def definition_of(manifest: dict[str, Any]) -> str:
+def definition_of(manifest: ManifestLike) -> str:
     """The workload-definition fingerprint (generator, options, seed); runs recorded before it
     existed fall back to the fingerprint of the requests sent."""
-    wl = manifest.get("workload") or {}
-    return str(wl.get("definition_fingerprint") or wl.get("fingerprint"))
+    wl = read_manifest(manifest).workload
+    return str(wl.definition_fingerprint or wl.fingerprint)
 
 
 def workload_mismatches(records: list[RunRecord]) -> list[str]:
@@ -257,13 +265,13 @@ def workload_mismatches(records: list[RunRecord]) -> list[str]:
     (how many requests each sent may differ: a duration-bounded run sends what fits)."""
     groups: dict[tuple[str, str, str], dict[str, list[str]]] = {}
     for r in records:
-        exp = r.manifest.get("experiment") or {}
+        exp = r.typed.experiment
         key = (
-            str(exp.get("phase") or "-"),
-            str(exp.get("workload") or r.summary.get("scenario")),
+            str((exp.phase if exp else None) or "-"),
+            str((exp.workload if exp else None) or r.summary.get("scenario")),
             f"{r.summary.get('max_concurrency')}/{r.summary.get('asked_rate')}",
         )
-        groups.setdefault(key, {}).setdefault(definition_of(r.manifest), []).append(r.run_id)
+        groups.setdefault(key, {}).setdefault(definition_of(r.typed), []).append(r.run_id)
     return [
         f"- runs compared in phase {phase}, workload {workload} used different workloads "
         f"(definitions differ: {'; '.join(', '.join(ids) for ids in by_fp.values())}): not comparable"
@@ -276,8 +284,8 @@ def _exporter_checks(records: list[RunRecord]) -> list[str]:
     """The exporter's warnings and errors (throttling, leftover GPU processes, ...), once each."""
     seen: dict[str, list[str]] = {}
     for r in records:
-        for check in _get(r.manifest, "exporter", "checks") or []:
-            if isinstance(check, dict) and check.get("severity") in ("warning", "error"):
+        for check in r.typed.exporter.checks:
+            if check.get("severity") in ("warning", "error"):
                 text = f"{check['severity']}: {check.get('message') or check.get('id')}"
                 seen.setdefault(text, []).append(r.run_id)
     return [f"- exporter {text} (runs {', '.join(ids)})" for text, ids in seen.items()]

@@ -11,6 +11,7 @@ import io
 from typing import Any
 
 from loadgen.analysis.series import Series, run_load
+from loadgen.results.run_fields import length_spec
 from loadgen.results.rundir import RunRecord
 
 TEXT_COLUMNS = ("run_id", "series", "phase", "load_kind", "input_len_spec", "output_len_spec")
@@ -69,15 +70,15 @@ def _latencies(summary: dict[str, Any]) -> dict[str, Any]:
 
 def result_values(record: RunRecord, series: Series) -> dict[str, Any]:
     """One run's row: text columns as text, the rest numbers (None where the figure is absent)."""
-    s, m = record.summary, record.manifest
+    s, m = record.summary, record.typed
     req = s.get("requests") or {}
     text = {
         "run_id": record.run_id,
         "series": series.label,
-        "phase": _get(m, "experiment", "phase") or "",
+        "phase": (m.experiment.phase if m.experiment else None) or "",
         "load_kind": series.kind,
-        "input_len_spec": _get(m, "workload", "input_len") or _get(m, "config", "input_len") or "",
-        "output_len_spec": _get(m, "workload", "output_len") or _get(m, "config", "output_len") or "",
+        "input_len_spec": length_spec(m, "input_len") or "",
+        "output_len_spec": length_spec(m, "output_len") or "",
     }
     numbers = {
         "load": run_load(record, series.kind),
@@ -97,9 +98,9 @@ def result_values(record: RunRecord, series: Series) -> dict[str, Any]:
         "mean_prompt_tokens": s.get("mean_prompt_tokens"),
         "mean_output_tokens": s.get("mean_output_tokens"),
         **_latencies(s),
-        "cache_flushed": _get(m, "cache", "flushed"),
-        "cache_hit_tokens": _get(m, "cache", "hit_tokens"),
-        "cache_hit_ratio": _get(m, "cache", "hit_ratio"),
+        "cache_flushed": m.cache.raw.get("flushed"),
+        "cache_hit_tokens": m.cache.raw.get("hit_tokens"),
+        "cache_hit_ratio": m.cache.raw.get("hit_ratio"),
     }
     return {**text, **{k: _number(v) for k, v in numbers.items()}}
 

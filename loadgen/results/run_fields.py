@@ -84,3 +84,9 @@ def gpu_name(manifest: ManifestLike) -> str | None:
 def gpu_count(manifest: ManifestLike) -> int | None:
     """How many GPUs the exporter's host has (None without an exporter)."""
     return len(read_manifest(manifest).exporter.gpus) or None
+
+
+def length_spec(manifest: ManifestLike, key: str) -> Any:
+    """The configured `input_len` / `output_len` (`fixed:64`): the workload's, else the run config's."""
+    m = read_manifest(manifest)
+    return m.workload.raw.get(key) or m.config.get(key)
