@@ -281,6 +281,7 @@ def _show(
 ) -> None:
     """Print the summary (before the linger), write the run's row to the results store, say where
     the record went and how long /metrics stays."""
+    from loadgen.results.manifest_schema import read_manifest
     from loadgen.run.progress import summary_table
     from loadgen.store.writer import store_run
     from loadgen.targets.cache_counters import cache_warning
@@ -290,7 +291,7 @@ def _show(
         click.echo(json.dumps(result.summary, indent=2, default=str))
     else:
         click.echo(summary_table(result.summary))
-    warning = cache_warning(result.run_id, result.manifest.get("cache") or {})
+    warning = cache_warning(result.run_id, read_manifest(result.manifest).cache.raw)
     if warning:
         click.echo(warning, err=True)
     from loadgen.report.vllm_result import save_vllm_result

@@ -28,6 +28,7 @@ from loadgen.experiments.launch import EngineFailed, LaunchedEngine
 from loadgen.experiments.plantypes import EngineSpec, Plan
 from loadgen.experiments.state import DONE, ExperimentState
 from loadgen.records import RunResult
+from loadgen.results.manifest_schema import read_manifest
 from loadgen.run.runner import run_benchmark_sync
 from loadgen.targets import get_target
 from loadgen.targets.cache_counters import cache_warning
@@ -228,7 +229,7 @@ class ExperimentRunner:
             self.state.record(spec.key, status="failed", error=str(exc), cache=cache)
             self.log(f"error: run {spec.key}: {exc}")
             return
-        warning = cache_warning(result.run_id, result.manifest.get("cache") or {})
+        warning = cache_warning(result.run_id, read_manifest(result.manifest).cache.raw)
         if warning:
             self.log(warning)
         reason = str(result.summary.get("partial_reason") or "")

@@ -21,6 +21,7 @@ from typing import Any
 
 from loadgen.prefix_cache import implied_facts, reported_facts
 from loadgen.records import RequestRecord
+from loadgen.results.manifest_schema import Manifest, read_manifest
 from loadgen.targets.cache_counters import CacheCounters, cache_facts
 
 IMPLIED_MAX_TOKENS = 50_000_000  # ~7 s of re-drawing and hashing; larger runs are not re-drawn
@@ -48,10 +49,9 @@ def sent_prompts(workload: Any, sent: Sequence[RequestRecord]) -> tuple[list[lis
     return prompts, ""
 
 
-def engine_block_size(manifest: Mapping[str, Any]) -> int | None:
+def engine_block_size(manifest: Mapping[str, Any] | Manifest) -> int | None:
     """The engine's KV block size from the manifest's neutral parameters (None when unknown)."""
-    params = (manifest.get("engine") or {}).get("params") or {}
-    value = params.get("block_size") if isinstance(params, dict) else None
+    value = read_manifest(manifest).engine.params.get("block_size")
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loadgen.records import RequestRecord
+from loadgen.results.manifest_schema import read_manifest
 from loadgen.stats import NS, summarize
 
 if TYPE_CHECKING:
@@ -132,20 +133,20 @@ def iter_lines(path: Path) -> Iterator[dict[str, Any]]:
 
 def rebuild_summary(manifest: dict[str, Any], lines: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The summary of a crashed run from its start manifest and request lines: partial, crashed."""
+    m = read_manifest(manifest)
     records = sorted(map(record_from_line, lines), key=lambda r: r.index)
-    cfg = manifest.get("config") or {}
-    engine = manifest.get("engine") or {}
-    started = datetime.fromisoformat(str(manifest["started_at"]).replace("Z", "+00:00"))
+    cfg, engine = m.config, m.engine
+    started = datetime.fromisoformat(str(m.started_at).replace("Z", "+00:00"))
     span_s = max((x.get("done_s") or x.get("sent_s") or 0.0 for x in lines), default=0.0)
     rate = cfg.get("rate")
     head = {
-        "run_id": manifest.get("run_id"),
+        "run_id": m.run_id or None,
         "partial": True,
         "partial_reason": CRASHED_REASON,
         "crashed": True,
         "target": cfg.get("target"),
-        "engine": engine.get("engine"),
-        "model": cfg.get("model") or engine.get("model"),
+        "engine": engine.engine,
+        "model": cfg.get("model") or engine.model,
         "scenario": cfg.get("scenario"),
         "experiment_id": cfg.get("experiment_id"),
         "started_at": iso(started),

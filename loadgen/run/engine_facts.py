@@ -60,20 +60,19 @@ def facts_from_url(url: str, exporter_url: str | None = None) -> EngineFacts:
 
 def facts_from_run(results_dir: str, run_id: str) -> EngineFacts:
     """The engine facts a stored run recorded (raises RunNotFound for an unknown id)."""
-    manifest = load_run(results_dir, run_id).manifest
-    engine = manifest.get("engine") or {}
-    watched = match_engine(
-        (manifest.get("exporter") or {}).get("engines") or [], engine.get("base_url") or ""
-    )
-    params = engine.get("params") or (watched or {}).get("params") or {}
+    m = load_run(results_dir, run_id).typed
+    engine = m.engine
+    watched = match_engine([dict(e.raw) for e in m.exporter.engines], engine.base_url or "")
+    # as recorded, `auto` kept: align says which values an engine decides at start-up (undecided)
+    params = engine.params or (watched or {}).get("params") or {}
     return EngineFacts(
         run_id,
-        engine.get("engine"),
-        engine.get("version"),
-        engine.get("model"),
+        engine.engine,
+        engine.version,
+        engine.model,
         dict(params),
         f"run {run_id} manifest",
-        dict(engine.get("param_sources") or {}),
+        dict(engine.param_sources),
     )
 
 
