@@ -215,7 +215,9 @@ class Manifest:
     exporter: Exporter
     cache: Cache
     experiment: Experiment | None
-    shard: Shard | None
+    shard: Shard | None  # a shard's own record (`--shard i/N`)
+    shards: Mapping[str, Any]  # a merged run's: count, merged, not_whole, skew, records
+    workers: Mapping[str, Any]  # a `--workers` run's: count, start, cores
     baseline: Mapping[str, Any]
     raw: Mapping[str, Any]
 
@@ -361,6 +363,8 @@ def _typed(raw: Mapping[str, Any]) -> Manifest:
         cache=Cache(flushed if isinstance(flushed, bool) else None, _str(cache.get("method")), cache),
         experiment=_experiment(raw.get("experiment")),
         shard=_shard(raw.get("shard")),
+        shards=as_dict(raw.get("shards")),
+        workers=as_dict(raw.get("workers")),
         baseline=as_dict(raw.get("baseline")),
         raw=raw,
     )

@@ -106,13 +106,13 @@ def merge(shards: Sequence[ShardRecord], causes: dict[int, str] | None = None) -
     manifest = _manifest(base, shards, times, reason, section, len(lines), merged_schedule, complete)
     manifest["cache"] = {**manifest["cache"], **summary["cache"]}
     texts = {int(x["index"]): line_text(x) for x in lines}
-    return Merged(str(base.manifest["run_id"]), manifest, summary, records, texts)
+    return Merged(base.typed.run_id, manifest, summary, records, texts)
 
 
 def _span(shards: Sequence[ShardRecord]) -> tuple[str, str]:
     """(earliest start, latest end) of the shards, as written."""
-    starts = [str(s.summary.get("started_at") or s.manifest.get("started_at")) for s in shards]
-    ends = [str(s.summary.get("ended_at") or s.manifest.get("ended_at") or "") for s in shards]
+    starts = [str(s.summary.get("started_at") or s.typed.started_at) for s in shards]
+    ends = [str(s.summary.get("ended_at") or s.typed.ended_at or "") for s in shards]
     return min(starts, key=_when), max(ends, key=_when)
 
 
@@ -125,7 +125,7 @@ CACHE_KEPT = ("flushed", "method", "detail")
 
 def total_concurrency(shards: Sequence[ShardRecord]) -> int | None:
     """The run's --max-concurrency: the sum of the shards' caps (None when any shard had none)."""
-    caps = [(s.manifest.get("config") or {}).get("max_concurrency") for s in shards]
+    caps = [s.typed.config.get("max_concurrency") for s in shards]
     known = [int(c) for c in caps if c is not None]
     return sum(known) if len(known) == len(caps) else None
 
@@ -138,7 +138,7 @@ def _summary(
     section: dict[str, Any],
 ) -> dict[str, Any]:
     base = shards[0]
-    cfg = base.manifest.get("config") or {}
+    cfg = base.typed.config
     head = {
         k: base.summary.get(k) for k in ("run_id", "target", "engine", "model", "scenario", "experiment_id")
     }
@@ -202,7 +202,7 @@ def _manifest(
     manifest.pop("crashed", None)
     manifest.update(status="complete", partial=reason is not None, partial_reason=reason)
     manifest.update(started_at=times[0], ended_at=times[1], shards=section)
-    manifest["clients"] = {str(s.index): s.manifest.get("client") for s in shards}
+    manifest["clients"] = {str(s.index): s.typed.raw.get("client") for s in shards}
     # the flush facts; not shard 0's counters and bound (merge() adds the merged run's figures)
     manifest["cache"] = {k: v for k, v in (manifest.get("cache") or {}).items() if k in CACHE_KEPT}
     if isinstance(manifest.get("config"), dict):  # the run's cap, not shard 0's share of it

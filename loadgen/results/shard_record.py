@@ -5,23 +5,28 @@ own slice (k mod count == index) and none twice. Pure over plain values apart fr
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loadgen.results.manifest_schema import Manifest, ManifestError, read_manifest
 from loadgen.results.rundir import RunNotFound, load_run
 from loadgen.results.summary import read_lines, rebuild_summary
 
 # what every shard of one run must agree on (manifest path -> what it names)
-AGREE = (
-    (("run_id",), "run id"),
-    (("shard", "count"), "shard count"),
-    (("shard", "run_num_requests"), "request count"),
-    (("shard", "run_fingerprint"), "run fingerprint"),
-    (("shard", "run_schedule_fingerprint"), "run schedule fingerprint"),
-    (("workload", "definition_fingerprint"), "workload definition"),
+AGREE: tuple[tuple[Callable[[Manifest], Any], str], ...] = (
+    (lambda m: m.run_id, "run id"),
+    (lambda m: _shard_fact(m, "count"), "shard count"),
+    (lambda m: _shard_fact(m, "run_num_requests"), "request count"),
+    (lambda m: _shard_fact(m, "run_fingerprint"), "run fingerprint"),
+    (lambda m: _shard_fact(m, "run_schedule_fingerprint"), "run schedule fingerprint"),
+    (lambda m: m.workload.definition_fingerprint, "workload definition"),
 )
+
+
+def _shard_fact(m: Manifest, key: str) -> Any:
+    return m.shard.raw.get(key) if m.shard else None
 
 
 class MergeError(ValueError):
@@ -38,14 +43,21 @@ class ShardRecord:
     lines: list[dict[str, Any]]
 
     @property
+    def typed(self) -> Manifest:
+        """The manifest through the one schema (loadgen.results.manifest_schema)."""
+        return read_manifest(self.manifest)
+
+    @property
     def index(self) -> int:
         """This shard's index."""
-        return int(self.manifest["shard"]["index"])
+        return int(self.shard["index"])
 
     @property
     def shard(self) -> dict[str, Any]:
         """The manifest's `shard` block."""
-        return dict(self.manifest["shard"])
+        found = self.typed.shard
+        assert found is not None  # read_shard takes shard records only
+        return dict(found.raw)
 
 
 def read_shard(run_dir: str | Path) -> ShardRecord:
@@ -63,9 +75,9 @@ def read_shard(run_dir: str | Path) -> ShardRecord:
         if not summary_missing:
             raise MergeError(f"{str(path)!r} holds no run record (manifest.json)") from None
         return _without_summary(path)
-    except (json.JSONDecodeError, OSError) as exc:
+    except (json.JSONDecodeError, ManifestError, OSError) as exc:
         raise MergeError(f"{str(path)!r}: unreadable run record: {type(exc).__name__}: {exc}") from None
-    if not isinstance(record.manifest.get("shard"), dict):
+    if record.typed.shard is None:
         raise MergeError(f"{str(path)!r} is not a shard record (no `shard` in its manifest)")
     requests = record.requests_path
     lines = read_lines(requests.read_text()) if requests.is_file() else []
@@ -74,20 +86,18 @@ def read_shard(run_dir: str | Path) -> ShardRecord:
 
 def _without_summary(path: Path) -> ShardRecord:
     """A shard record with a manifest and request lines but no summary.json: rebuilt, partial."""
-    manifest = json.loads((path / "manifest.json").read_text())
-    if not isinstance(manifest.get("shard"), dict):
+    try:
+        typed = read_manifest(path / "manifest.json")
+    except ManifestError as exc:
+        raise MergeError(f"{str(path)!r}: unreadable run record: {exc}") from None
+    if typed.shard is None:
         raise MergeError(f"{str(path)!r} is not a shard record (no `shard` in its manifest)")
+    manifest = dict(typed.raw)
     requests = path / "requests.jsonl"
     lines = read_lines(requests.read_text()) if requests.is_file() else []
-    reason = f"summary.json missing (manifest status {manifest.get('status')!r}); rebuilt from requests.jsonl"
+    reason = f"summary.json missing (manifest status {typed.status!r}); rebuilt from requests.jsonl"
     summary = {**rebuild_summary(manifest, lines), "partial_reason": reason, "crashed": False}
     return ShardRecord(path, {**manifest, "partial": True, "partial_reason": reason}, summary, lines)
-
-
-def _dig(obj: dict[str, Any], path: tuple[str, ...]) -> Any:
-    for key in path:
-        obj = obj.get(key) if isinstance(obj, dict) else None  # type: ignore[assignment]
-    return obj
 
 
 def check_one_run(shards: Sequence[ShardRecord]) -> None:
@@ -96,8 +106,8 @@ def check_one_run(shards: Sequence[ShardRecord]) -> None:
         raise MergeError("no shard records to merge")
     first = shards[0]
     for other in shards[1:]:
-        for path, what in AGREE:
-            mine, theirs = _dig(first.manifest, path), _dig(other.manifest, path)
+        for fact, what in AGREE:
+            mine, theirs = fact(first.typed), fact(other.typed)
             if mine != theirs:
                 raise MergeError(
                     f"{str(other.path)!r} has {what} {theirs!r}, "
@@ -138,8 +148,8 @@ def shortfalls(shards: Sequence[ShardRecord]) -> dict[int, str]:
             out[index] = "missing (no record given)"
             continue
         planned = int(shard.shard["slice_num_requests"])
-        if shard.manifest.get("partial"):
-            out[index] = f"partial: {shard.manifest.get('partial_reason')}"
+        if shard.typed.partial:
+            out[index] = f"partial: {shard.typed.partial_reason}"
         elif len(shard.lines) < _counted(shard):
             out[index] = (
                 f"requests.jsonl holds {len(shard.lines)} of the {_counted(shard)} requests its summary "

@@ -23,6 +23,7 @@ from typing import Any
 
 from loadgen.config import ConfigError, RunConfig
 from loadgen.records import RunResult
+from loadgen.results.manifest_schema import read_manifest
 from loadgen.results.merge import merge, write_merged
 from loadgen.results.rundir import new_run_id
 from loadgen.results.shard_record import read_shard
@@ -122,7 +123,7 @@ def coordinator_config(manifest: dict[str, Any], config: RunConfig, cores: CoreP
         return
     for key in ("results_dir", "metrics_port", "metrics_listen_address", "linger_s", "max_concurrency"):
         section[key] = getattr(config, key)
-    count = manifest.get("shards", {}).get("count")
+    count = read_manifest(manifest).shards.get("count")
     manifest["workers"] = {"count": count, "start": "spawn", "cores": cores.describe()}
 
 
