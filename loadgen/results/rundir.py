@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from loadgen.results.manifest_schema import Manifest, read_manifest
+from loadgen.results.manifest_schema import Manifest, ManifestError, read_manifest
 from loadgen.results.run_fields import (
     ManifestLike,
     engine_name,
@@ -298,8 +298,8 @@ def _is_run(path: Path) -> bool:
     if (path / "summary.json").is_file():
         return True
     try:
-        return json.loads((path / "manifest.json").read_text()).get("status") == "running"
-    except (OSError, ValueError, AttributeError):
+        return read_manifest(path / "manifest.json").status == "running"
+    except ManifestError:  # no manifest, or none this loadgen reads: not a run to list
         return False
 
 

@@ -196,3 +196,25 @@ def test_the_served_engine_matches_across_ports() -> None:
     keys = [d.key for row in rows for d in (row, *row.details)]
     assert "exporter.engines[served].url" in keys
     assert not [k for k in keys if k.startswith("exporter.engines[vllm@")]
+
+
+def test_diff_of_a_future_record_is_a_one_line_usage_error(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from loadgen.cli.main import cli
+
+    for run_id, version in (("old", None), ("new", 9)):
+        run = tmp_path / run_id
+        run.mkdir()
+        manifest: dict[str, Any] = {"run_id": run_id, "engine": {"engine": "vllm"}}
+        if version is not None:
+            manifest["manifest_version"] = version
+        (run / "manifest.json").write_text(json.dumps(manifest))
+        (run / "summary.json").write_text("{}")
+    result = CliRunner().invoke(cli, ["diff", "old", "new", "--results-dir", str(tmp_path)])
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert lines == [
+        f"Error: {tmp_path / 'new' / 'manifest.json'}: manifest_version 9 is newer than this "
+        "loadgen reads (<= 2): upgrade loadgen"
+    ]
