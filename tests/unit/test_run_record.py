@@ -218,3 +218,30 @@ def test_diff_of_a_future_record_is_a_one_line_usage_error(tmp_path: Path) -> No
         f"Error: {tmp_path / 'new' / 'manifest.json'}: manifest_version 9 is newer than this "
         "loadgen reads (<= 2): upgrade loadgen"
     ]
+
+
+def test_store_import_counts_a_future_record_unreadable_naming_it(tmp_path: Path) -> None:
+    from loadgen.store.db import open_store
+    from loadgen.store.importer import import_runs
+    from loadgen.store.url import parse_store
+
+    results = tmp_path / "results"
+    for run_id, version in (("old", None), ("new", 7)):
+        run = results / run_id
+        run.mkdir(parents=True)
+        manifest: dict[str, Any] = {"run_id": run_id, "started_at": "2026-12-01T07:48:33.726Z"}
+        if version is not None:
+            manifest["manifest_version"] = version
+        (run / "manifest.json").write_text(json.dumps(manifest))
+        (run / "summary.json").write_text(json.dumps({"run_id": run_id}))
+    url = parse_store(f"sqlite:///{tmp_path / 'store.db'}", results)
+    assert url is not None
+    with open_store(url) as store:
+        report = import_runs(store, results)
+        stored = store.conn.execute("SELECT manifest FROM runs").fetchall()
+    assert report.counts["unreadable"] == 1
+    assert report.unreadable == {
+        "new": f"{results / 'new' / 'manifest.json'}: manifest_version 7 is newer "
+        "than this loadgen reads (<= 2): upgrade loadgen"
+    }
+    assert [json.loads(row[0])["manifest_version"] for row in stored] == [2]  # the v1 record, upgraded
