@@ -1,6 +1,7 @@
 """The run manifest's one schema: typed, frozen views of the parts readers use (identity, tool,
-client, config, workload, engine, exporter, cache, experiment, shard), a `manifest_version`, and ONE
-reader, `read_manifest`, that upgrades older records on read (docs/run-record.md).
+client, config, workload, engine, exporter, cache, experiment, shard; defined in manifest_views and
+re-exported here), a `manifest_version`, and ONE reader, `read_manifest`, that upgrades older
+records on read (docs/run-record.md).
 
 Versions: 1 = records written before the field existed (no `manifest_version`, no `status`, no
 `engine.param_sources`); 2 = today's (`manifest_version: 2` written first in every new record).
@@ -11,227 +12,53 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+
+from loadgen.results.manifest_views import (
+    SERVED,
+    Cache,
+    Client,
+    EngineBlock,
+    Experiment,
+    Exporter,
+    ExporterEngine,
+    Manifest,
+    Shard,
+    Tool,
+    Workload,
+    as_dict,
+    as_int,
+    as_text,
+    url_port,
+)
+
+__all__ = [
+    "MANIFEST_VERSION",
+    "SERVED",
+    "Cache",
+    "Client",
+    "EngineBlock",
+    "Experiment",
+    "Exporter",
+    "ExporterEngine",
+    "Manifest",
+    "ManifestError",
+    "Shard",
+    "Tool",
+    "Workload",
+    "as_dict",
+    "read_manifest",
+    "upgrade",
+    "url_port",
+]
 
 MANIFEST_VERSION = 2
-SERVED = "served"  # the key of the exporter's engine that served the run
 SECTIONS = ("tool", "client", "config", "workload", "engine", "exporter", "cache")
 
 
 class ManifestError(ValueError):
     """A file or value that is no run manifest this loadgen can read (one line, names the file)."""
-
-
-def as_dict(value: Any) -> Mapping[str, Any]:
-    """`value` when it is a JSON object, else an empty one (a missing or odd section reads as empty)."""
-    return value if isinstance(value, Mapping) else {}
-
-
-def _str(value: Any) -> str | None:
-    return None if value is None or isinstance(value, Mapping | list) else str(value)
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def url_port(url: Any) -> int | None:
-    """The port of a URL (None when it has none or is no URL)."""
-    try:
-        return urlsplit(str(url or "")).port
-    except ValueError:
-        return None
-
-
-def _host(url: Any) -> str | None:
-    try:
-        return urlsplit(str(url or "")).hostname
-    except ValueError:
-        return None
-
-
-@dataclass(frozen=True)
-class Tool:
-    """Name, version and commit of the loadgen that wrote the record."""
-
-    name: str | None
-    version: str | None
-    git_sha: str | None
-
-
-@dataclass(frozen=True)
-class Client:
-    """Where the load generator ran."""
-
-    hostname: str | None
-    cpu_model: str | None
-    cpu_count: int | None
-    event_loop: str | None
-    load: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class Workload:
-    """The workload's description and fingerprints (the rest of the section is in `raw`)."""
-
-    name: str | None
-    fingerprint: str | None
-    definition_fingerprint: str | None
-    input_len: Any
-    output_len: Any
-    num_requests: int | None
-    raw: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class EngineBlock:
-    """What the engine said over HTTP and the one resolution of its neutral parameters."""
-
-    engine: str | None
-    target_preset: str | None
-    version: str | None
-    model: str | None
-    max_model_len: int | None
-    base_url: str | None
-    params: Mapping[str, Any]
-    param_sources: Mapping[str, Any]
-    server_args: Mapping[str, Any]
-
-    @property
-    def port(self) -> int | None:
-        """The port of the engine the run sent its load to."""
-        return url_port(self.base_url)
-
-
-@dataclass(frozen=True)
-class ExporterEngine:
-    """One engine the exporter watched, named by a stable identity (never by its list position)."""
-
-    engine: str | None
-    version: str | None
-    model: str | None
-    url: str | None
-    pid: int | None
-    params: Mapping[str, Any]
-    raw: Mapping[str, Any]
-
-    @property
-    def port(self) -> int | None:
-        """The port it serves on."""
-        return url_port(self.url)
-
-    @property
-    def identity(self) -> str:
-        """`<engine>@<host>:<port>` (stable across restarts), else `<engine>@pid:<pid>`, else the name."""
-        name = self.engine or "engine"
-        if self.port is not None:
-            return f"{name}@{_host(self.url) or '?'}:{self.port}"
-        return f"{name}@pid:{self.pid}" if self.pid is not None else name
-
-
-@dataclass(frozen=True)
-class Exporter:
-    """The exporter's host manifest as the run recorded it (`present` False when it had none)."""
-
-    present: bool
-    host: Mapping[str, Any]
-    gpus: tuple[Mapping[str, Any], ...]
-    engines: tuple[ExporterEngine, ...]
-    checks: tuple[Mapping[str, Any], ...]
-
-    def by_identity(self, served: ExporterEngine | None = None) -> dict[str, ExporterEngine]:
-        """key -> engine: `served` for the engine that served the run (matched across runs whatever
-        its port: a launched engine gets a free one each pass), every other by its identity (a second
-        one of the same identity gets `#2`, `#3`...). List positions never matter."""
-        out: dict[str, ExporterEngine] = {SERVED: served} if served is not None else {}
-        for engine in self.engines:
-            if engine is served:
-                continue
-            key, n = engine.identity, 1
-            while key in out:
-                n += 1
-                key = f"{engine.identity}#{n}"
-            out[key] = engine
-        return out
-
-    def serving(self, port: int | None) -> ExporterEngine | None:
-        """The watched engine on the run's port, else the only one watched, else None."""
-        for engine in self.engines:
-            if port is not None and engine.port == port:
-                return engine
-        return self.engines[0] if len(self.engines) == 1 else None
-
-
-@dataclass(frozen=True)
-class Cache:
-    """The prefix-cache state the run started from and what it measured (rest in `raw`)."""
-
-    flushed: bool | None
-    method: str | None
-    raw: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class Experiment:
-    """The plan entry a run belongs to (None for a run outside an experiment)."""
-
-    phase: str | None
-    variant: str | None
-    engine: str | None
-    workload: str | None
-    slo: tuple[Any, ...]
-    raw: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class Shard:
-    """The slice of one run this process sent (`--shard i/N`)."""
-
-    index: int
-    count: int | None
-    raw: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class Manifest:
-    """One run manifest, upgraded to MANIFEST_VERSION; `raw` is the upgraded JSON object itself."""
-
-    version: int
-    run_id: str
-    status: str
-    partial: bool
-    partial_reason: str | None
-    crashed: bool
-    started_at: str | None
-    ended_at: str | None
-    tool: Tool
-    client: Client
-    config: Mapping[str, Any]  # the resolved run config, verbatim
-    workload: Workload
-    engine: EngineBlock
-    exporter: Exporter
-    cache: Cache
-    experiment: Experiment | None
-    shard: Shard | None  # a shard's own record (`--shard i/N`)
-    shards: Mapping[str, Any]  # a merged run's: count, merged, not_whole, skew, records
-    workers: Mapping[str, Any]  # a `--workers` run's: count, start, cores
-    baseline: Mapping[str, Any]
-    raw: Mapping[str, Any]
-
-    def exporter_raw(self) -> Mapping[str, Any]:
-        """The exporter's host manifest as recorded (empty without an exporter)."""
-        return as_dict(self.raw.get("exporter"))
-
-    def served_by(self) -> ExporterEngine | None:
-        """The exporter's engine that served this run (same port as its base URL), else the only one."""
-        return self.exporter.serving(self.engine.port)
-
-    def watched_engines(self) -> dict[str, ExporterEngine]:
-        """The exporter's engines by stable key (Exporter.by_identity): `served`, `vllm@host:port`..."""
-        return self.exporter.by_identity(self.served_by())
 
 
 def _v1_to_v2(raw: dict[str, Any]) -> dict[str, Any]:
@@ -272,11 +99,11 @@ def _exporter(raw: Any) -> Exporter:
     listed = section.get("engines")
     engines = tuple(
         ExporterEngine(
-            _str(e.get("engine")),
-            _str(e.get("version")),
-            _str(e.get("model")),
-            _str(e.get("url")),
-            _int(e.get("pid")),
+            as_text(e.get("engine")),
+            as_text(e.get("version")),
+            as_text(e.get("model")),
+            as_text(e.get("url")),
+            as_int(e.get("pid")),
             as_dict(e.get("params")),
             e,
         )
@@ -296,12 +123,12 @@ def _exporter(raw: Any) -> Exporter:
 def _engine(raw: Any) -> EngineBlock:
     e = as_dict(raw)
     return EngineBlock(
-        _str(e.get("engine")),
-        _str(e.get("target_preset")),
-        _str(e.get("version")),
-        _str(e.get("model")),
-        _int(e.get("max_model_len")),
-        _str(e.get("base_url")),
+        as_text(e.get("engine")),
+        as_text(e.get("target_preset")),
+        as_text(e.get("version")),
+        as_text(e.get("model")),
+        as_int(e.get("max_model_len")),
+        as_text(e.get("base_url")),
         as_dict(e.get("params")),
         as_dict(e.get("param_sources")),
         as_dict(e.get("server_args")),
@@ -313,19 +140,19 @@ def _experiment(raw: Any) -> Experiment | None:
         return None
     slo = raw.get("slo")
     return Experiment(
-        _str(raw.get("phase")),
-        _str(raw.get("variant")),
-        _str(raw.get("engine")),
-        _str(raw.get("workload")),
+        as_text(raw.get("phase")),
+        as_text(raw.get("variant")),
+        as_text(raw.get("engine")),
+        as_text(raw.get("workload")),
         tuple(slo) if isinstance(slo, list) else (),
         raw,
     )
 
 
 def _shard(raw: Any) -> Shard | None:
-    if not isinstance(raw, Mapping) or _int(raw.get("index")) is None:
+    if not isinstance(raw, Mapping) or as_int(raw.get("index")) is None:
         return None
-    return Shard(int(raw["index"]), _int(raw.get("count")), raw)
+    return Shard(int(raw["index"]), as_int(raw.get("count")), raw)
 
 
 def _typed(raw: Mapping[str, Any]) -> Manifest:
@@ -336,31 +163,31 @@ def _typed(raw: Mapping[str, Any]) -> Manifest:
         run_id=str(raw.get("run_id") or ""),
         status=str(raw.get("status") or "complete"),
         partial=bool(raw.get("partial")),
-        partial_reason=_str(raw.get("partial_reason")),
+        partial_reason=as_text(raw.get("partial_reason")),
         crashed=bool(raw.get("crashed")),
-        started_at=_str(raw.get("started_at")),
-        ended_at=_str(raw.get("ended_at")),
-        tool=Tool(_str(tool.get("name")), _str(tool.get("version")), _str(tool.get("git_sha"))),
+        started_at=as_text(raw.get("started_at")),
+        ended_at=as_text(raw.get("ended_at")),
+        tool=Tool(as_text(tool.get("name")), as_text(tool.get("version")), as_text(tool.get("git_sha"))),
         client=Client(
-            _str(client.get("hostname")),
-            _str(client.get("cpu_model")),
-            _int(client.get("cpu_count")),
-            _str(client.get("event_loop")),
+            as_text(client.get("hostname")),
+            as_text(client.get("cpu_model")),
+            as_int(client.get("cpu_count")),
+            as_text(client.get("event_loop")),
             as_dict(client.get("load")),
         ),
         config=as_dict(raw.get("config")),
         workload=Workload(
-            _str(wl.get("name")),
-            _str(wl.get("fingerprint")),
-            _str(wl.get("definition_fingerprint")),
+            as_text(wl.get("name")),
+            as_text(wl.get("fingerprint")),
+            as_text(wl.get("definition_fingerprint")),
             wl.get("input_len"),
             wl.get("output_len"),
-            _int(wl.get("num_requests")),
+            as_int(wl.get("num_requests")),
             wl,
         ),
         engine=_engine(raw.get("engine")),
         exporter=_exporter(raw.get("exporter")),
-        cache=Cache(flushed if isinstance(flushed, bool) else None, _str(cache.get("method")), cache),
+        cache=Cache(flushed if isinstance(flushed, bool) else None, as_text(cache.get("method")), cache),
         experiment=_experiment(raw.get("experiment")),
         shard=_shard(raw.get("shard")),
         shards=as_dict(raw.get("shards")),

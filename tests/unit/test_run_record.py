@@ -245,3 +245,22 @@ def test_store_import_counts_a_future_record_unreadable_naming_it(tmp_path: Path
         "than this loadgen reads (<= 2): upgrade loadgen"
     }
     assert [json.loads(row[0])["manifest_version"] for row in stored] == [2]  # the v1 record, upgraded
+
+
+def test_the_served_engine_is_found_by_the_rule_the_exporter_is_attached_by() -> None:
+    """Its URL's port, else its --port flag, else its engine's default port; never another host's."""
+    flagged = {"engine": "sglang", "args": {"port": "30001"}}
+    default = {"engine": "vllm", "pid": 7}
+    elsewhere = {"engine": "vllm", "url": "http://10.0.0.9:8000"}
+    listed = {"exporter": {"engines": [elsewhere, flagged, default]}}
+    at = {
+        url: read_manifest({**listed, "engine": {"base_url": url}}).served_by()
+        for url in ("http://127.0.0.1:30001", "http://127.0.0.1:8000", "http://127.0.0.1:9999")
+    }
+    assert at["http://127.0.0.1:30001"] is not None
+    assert at["http://127.0.0.1:30001"].engine == "sglang"
+    served = at["http://127.0.0.1:8000"]
+    assert served is not None
+    assert served.pid == 7
+    assert served.identity == "vllm@pid:7"
+    assert at["http://127.0.0.1:9999"] is None  # three watched, none on that port
