@@ -51,7 +51,9 @@ def _json(value: Any) -> dict[str, Any]:
 
 
 def read_history(store: Store, suite: str | None = None) -> dict[tuple[str, str], list[StoredRun]]:
-    """(suite, series key) -> its runs ordered by start time; every suite when `suite` is None."""
+    """(suite, series key) -> its runs ordered by start time; every suite when `suite` is None. Each
+    stored manifest is read through the one schema (ManifestError naming the run when it cannot be,
+    e.g. a newer loadgen wrote it)."""
     sql, params = _query(store, suite)
     cursor = store.conn.execute(sql, params)
     names = [d[0] for d in cursor.description]
@@ -66,7 +68,7 @@ def read_history(store: Store, suite: str | None = None) -> dict[tuple[str, str]
             started.isoformat() if hasattr(started, "isoformat") else str(started),
             str(row["status"]),
             figures,
-            _json(row["manifest"]),
+            dict(read_manifest(_json(row["manifest"]), f"results store run {row['run_id']}").raw),
             _json(row["summary"]),
         )
         out[(str(row["suite"]), str(row["series_key"]))].append(run)

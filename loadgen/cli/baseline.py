@@ -24,6 +24,7 @@ from loadgen.baseline.report import console, document, markdown
 from loadgen.baseline.stop import PassInterrupted, StopSignals
 from loadgen.baseline.suite import Suite, load_suite
 from loadgen.experiments.yamlnodes import PlanError
+from loadgen.results.manifest_schema import ManifestError
 from loadgen.store.db import StoreError
 from loadgen.store.url import StoreURL, StoreURLError, parse_store
 
@@ -89,7 +90,7 @@ def _annotate(url: StoreURL, grafana_url: str | None) -> None:
 def _check(url: StoreURL, suite: str | None, series: str | None) -> list[Finding]:
     try:
         return check_store(url, suite, series)
-    except StoreError as exc:
+    except (StoreError, ManifestError) as exc:
         click.echo(f"Error: results store {url.public}: {exc}", err=True)
         sys.exit(EXIT_PASS_FAILED)
 

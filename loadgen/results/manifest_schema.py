@@ -206,18 +206,19 @@ def _load(path: Path) -> Any:
         raise ManifestError(f"{path}: not JSON ({exc})") from None
 
 
-def read_manifest(source: str | Path | Mapping[str, Any] | Manifest) -> Manifest:
-    """THE reader of a run manifest: a file (must hold a `run_id`) or an already loaded object,
-    upgraded to MANIFEST_VERSION; a Manifest is returned as it is. Raises ManifestError."""
+def read_manifest(source: str | Path | Mapping[str, Any] | Manifest, where: str = "manifest") -> Manifest:
+    """THE reader of a run manifest: a file (must hold a `run_id`) or an already loaded object
+    (`where` names it in errors: a store row), upgraded to MANIFEST_VERSION; a Manifest is
+    returned as it is. Raises ManifestError."""
     if isinstance(source, Manifest):
         return source
-    where = "manifest"
+    from_file = isinstance(source, str | Path)
     if isinstance(source, str | Path):
         where, source = str(source), _load(Path(source))
     if not isinstance(source, Mapping):
         raise ManifestError(
             f"{where}: not a run manifest (a JSON object expected, got {type(source).__name__})"
         )
-    if where != "manifest" and not isinstance(source.get("run_id"), str):
+    if from_file and not isinstance(source.get("run_id"), str):
         raise ManifestError(f"{where}: not a run manifest (no `run_id`)")
     return _typed(upgrade(source, where))

@@ -264,3 +264,31 @@ def test_the_served_engine_is_found_by_the_rule_the_exporter_is_attached_by() ->
     assert served.pid == 7
     assert served.identity == "vllm@pid:7"
     assert at["http://127.0.0.1:9999"] is None  # three watched, none on that port
+
+
+def test_a_stored_run_of_a_newer_loadgen_stops_the_baseline_check_with_one_line(tmp_path: Path) -> None:
+    from loadgen.baseline.history import read_history
+    from loadgen.cli.baseline import _check
+    from loadgen.store.db import open_store
+    from loadgen.store.rows import build_row
+    from loadgen.store.url import parse_store
+
+    url = parse_store(f"sqlite:///{tmp_path / 'store.db'}", tmp_path)
+    assert url is not None
+    manifest = {
+        "run_id": "r1",
+        "started_at": "2026-12-01T07:48:33.726Z",
+        "baseline": {"suite": "s", "series": "a"},
+    }
+    with open_store(url) as store:
+        store.put(build_row(manifest, {"run_id": "r1"}))
+        ((run,),) = read_history(store).values()
+        assert run.manifest["manifest_version"] == 2  # read through the schema
+        newer = json.dumps({**manifest, "manifest_version": 3})
+        store.conn.execute("UPDATE runs SET manifest = ?", (newer,))
+        store.conn.commit()
+        with pytest.raises(ManifestError, match=r"^results store run r1: manifest_version 3 is newer"):
+            read_history(store)
+    with pytest.raises(SystemExit) as info:
+        _check(url, "s", None)
+    assert info.value.code == 3  # EXIT_PASS_FAILED: the check could not be made
