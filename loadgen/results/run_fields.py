@@ -65,10 +65,11 @@ def engine_version(manifest: ManifestLike) -> str | None:
 
 
 def model_name(manifest: ManifestLike) -> str | None:
-    """The served model: what the engine listed, else the run's `--model`, else the exporter's view."""
+    """The model the run's requests asked for: its `--model`, else the engine's first listed model
+    (the summary's `model`, by the same rule), else the exporter's view."""
     m = read_manifest(manifest)
     seen = m.served_by()
-    return m.engine.model or _text(m.config.get("model")) or (seen.model if seen else None)
+    return _text(m.config.get("model")) or m.engine.model or (seen.model if seen else None)
 
 
 def _text(value: Any) -> str | None:

@@ -11,7 +11,14 @@ from typing import Any
 
 from loadgen.results.manifest import public_url
 from loadgen.results.manifest_schema import as_dict, read_manifest
-from loadgen.results.run_fields import ManifestLike, engine_name, engine_version, gpu_count, gpu_name
+from loadgen.results.run_fields import (
+    ManifestLike,
+    engine_name,
+    engine_version,
+    gpu_count,
+    gpu_name,
+    model_name,
+)
 
 Doc = dict[str, Any]
 
@@ -156,7 +163,7 @@ def build_row(manifest: ManifestLike, summary: Doc) -> Doc:
         "base_url": public_url(url) if isinstance(url, str) else None,
         "engine": engine_name(m) or summary.get("engine"),
         "engine_version": engine_version(m),
-        "model": summary.get("model") or m.engine.model,
+        "model": summary.get("model") or model_name(m),
         "gpu_model": gpu_name(m),
         "gpu_count": gpu_count(m),
         "workload": m.workload.name,

@@ -61,3 +61,12 @@ def test_runs_csv_shows_what_the_diff_and_the_label_show() -> None:
     assert (facts.params["max_num_seqs"], facts.engine, facts.version) == (64, "vllm", "0.26.0")
     unknown = record(None, "unknown (no launch flags, no server info)", exporter_value=None)
     assert csv_row(unknown.manifest, unknown.summary, Path("/x"))["max_num_seqs"] is None
+
+
+def test_the_model_is_the_one_the_requests_asked_for_in_the_csv_and_the_diff() -> None:
+    """A server listing two models, the run sent to the second (`--model b`): both say `b`."""
+    run = record(64, "launch flag", exporter_value=None)
+    run.manifest["engine"]["model"] = "a"  # the engine's first listed model
+    run.manifest["config"] = {"model": "b"}
+    assert csv_row(run.manifest, {"model": "b"}, Path("/x"))["model"] == "b"
+    assert run_facts(run.manifest, {}).model == "b"
