@@ -69,7 +69,13 @@ def test_hostile_server_modes_each_map_to_one_outcome(http_client: str, tmp_path
     by = summary["requests"]["by_outcome"]
     assert sum(by.values()) == len(lines) == 2 * len(MODES)
     assert all(line["outcome"] is not None for line in lines)
-    got = {(server.by_request_id[line["x_request_id"]], line["outcome"]) for line in lines}
+    # a request written on a pooled connection that the server closed after its last answer never
+    # reaches it (keep-alive's race; a POST is not retried): that one is a disconnect, the rest map
+    seen = [line for line in lines if line["x_request_id"] in server.by_request_id]
+    unseen = [line["outcome"] for line in lines if line["x_request_id"] not in server.by_request_id]
+    assert set(unseen) <= {"disconnect"}, unseen
+    assert len(unseen) <= len(MODES) // 2, unseen
+    got = {(server.by_request_id[line["x_request_id"]], line["outcome"]) for line in seen}
     assert got == set(EXPECTED.items())
     assert all("\n" not in (line.get("error") or "") for line in lines)
     assert result.returncode == 0, result.stderr  # --max-error-rate 1: a failed request is data
