@@ -13,22 +13,25 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infergauge.fdlimit import limit_line
 from loadgen.config import RunConfig
 from loadgen.records import RequestRecord
 from loadgen.results.journal import Journal
 from loadgen.run.backlog import Backlog, Bound, held_bytes, warning
-from loadgen.run.live_metrics import LiveMetrics
 from loadgen.run.progress import Counts, Progress
 from loadgen.run.stalls import Stalls
 from loadgen.stats import NS, meets_slo
 from loadgen.targets import Target
-from loadgen.transport.aiohttp_client import finalize
 from loadgen.transport.dispatch import Dispatcher
+from loadgen.transport.finish import finalize
 from loadgen.workload.generator import SentDigest
 from loadgen.workload.shard import perf_base
+
+if TYPE_CHECKING:
+    from loadgen.run.live_metrics import LiveMetrics
+    from loadgen.run.unserved_metrics import UnservedMetrics
 
 MIN_FOR_BUDGET = 20  # finished requests before --max-error-rate may stop a run early
 SWITCH_INTERVAL_S = 0.0002  # GIL hand-over delay during a run (Python's default is 5 ms)
@@ -50,7 +53,7 @@ class Run:
         self.run_id = run_id
         self.progress = Progress(progress)
         self.stop_reason: str | None = None
-        self.metrics: LiveMetrics | None = None
+        self.metrics: LiveMetrics | UnservedMetrics | None = None
         self.dispatcher: Dispatcher | None = None
         self.finished = 0
         self.failed = 0

@@ -10,9 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
-
-import aiohttp
+from typing import TYPE_CHECKING, Any
 
 import loadgen.run.annotations as grafana_notes
 from loadgen.config import NO_EXPORTER, ConfigError, RunConfig
@@ -24,16 +22,22 @@ from loadgen.results.record import ManifestFacts, build_manifest, write_run
 from loadgen.results.rundir import write_json
 from loadgen.results.summary import build_summary
 from loadgen.run.engine_tokenize import measure_on_engine
-from loadgen.run.live_metrics import LiveMetrics, RunLabels
 from loadgen.run.measure import Run, execute, linger, paced_gc, route_signals
+from loadgen.run.unserved_metrics import UnservedMetrics
 from loadgen.targets import Target
 from loadgen.targets.cache_counters import CacheCounters, engine_counters
 from loadgen.targets.preset import mismatch_warning
-from loadgen.transport.aiohttp_client import finalize
 from loadgen.transport.dispatch import Dispatcher
+from loadgen.transport.finish import finalize
+from loadgen.transport.plainhttp import HttpSession, PlainSession
 from loadgen.transport.rawhttp import RawClient
 from loadgen.workload.shard import ShardPlan
 from loadgen.workload.traffic import traffic_summary
+
+if TYPE_CHECKING:
+    import aiohttp
+
+    from loadgen.run.live_metrics import LiveMetrics, RunLabels
 
 OnResult = Callable[[RunResult], None]
 EXIT_NOT_WRITTEN = 3  # the run was measured but some of its files could not be written
@@ -50,7 +54,7 @@ class RunContext:
     schedule: list[int]
     base_url: str
     progress: bool
-    meta_session: aiohttp.ClientSession | None = None
+    meta_session: HttpSession | None = None
     session: aiohttp.ClientSession | None = None  # the load's aiohttp session (None: raw client)
     raw: RawClient | None = None
     meta: EngineMetadata | None = None
@@ -102,7 +106,7 @@ async def _prepare(ctx: RunContext) -> Run:
     ctx.model = ctx.config.model or meta.model or ""
     if not ctx.model:
         raise ConfigError(f"{ctx.base_url}/v1/models lists no model: pass --model")
-    async with aiohttp.ClientSession() as plain:  # never send the engine's API key to the exporter
+    async with PlainSession() as plain:  # never send the engine's API key to the exporter
         ctx.exporter = await attach_exporter(plain, ctx.config.exporter_url, ctx.base_url)
     named = ctx.config.exporter_url not in (None, NO_EXPORTER)  # `none`: the user chose no exporter
     if (
@@ -190,7 +194,7 @@ async def _announce(ctx: RunContext, run: Run) -> None:
         config.max_concurrency,
         run.on_done,
         raw=ctx.raw,
-        on_sent=run.metrics.observe_sent,
+        on_sent=run.metrics.observe_sent if run.metrics.address is not None else None,
     )
 
 
@@ -307,6 +311,8 @@ async def _execute_or_salvage(
 def _labels_info(
     config: RunConfig, run_id: str, model: str, meta: EngineMetadata | None, base_url: str
 ) -> tuple[RunLabels, dict]:
+    from loadgen.run.live_metrics import RunLabels
+
     labels = RunLabels(run_id, config.target, model, config.resolved_scenario)
     info = {
         "engine": (meta.engine if meta else "") or "",
@@ -321,17 +327,20 @@ def _labels_info(
 
 def _start_metrics(
     config: RunConfig, run_id: str, model: str, meta: EngineMetadata, base_url: str
-) -> LiveMetrics:
+) -> LiveMetrics | UnservedMetrics:
+    if not config.metrics_port:  # nobody can read them: no prometheus_client, nothing per request
+        return UnservedMetrics()
+    from loadgen.run.live_metrics import LiveMetrics
+
     labels, info = _labels_info(config, run_id, model, meta, base_url)
     metrics = LiveMetrics(labels, info)
-    if config.metrics_port:
-        try:
-            metrics.serve(config.metrics_port, config.metrics_listen_address)
-        except OSError as exc:
-            raise ConfigError(
-                f"cannot serve metrics on {config.metrics_listen_address} port {config.metrics_port} "
-                f"({exc.strerror}): pass another --metrics-port or --metrics-listen-address, or 0 to disable"
-            ) from None
+    try:
+        metrics.serve(config.metrics_port, config.metrics_listen_address)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot serve metrics on {config.metrics_listen_address} port {config.metrics_port} "
+            f"({exc.strerror}): pass another --metrics-port or --metrics-listen-address, or 0 to disable"
+        ) from None
     metrics.target_rate.set(config.rate)
     metrics.max_concurrency.set(config.max_concurrency or 0)
     return metrics

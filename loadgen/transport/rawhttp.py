@@ -22,7 +22,7 @@ from typing import cast
 from urllib.parse import unquote, urlsplit
 
 from loadgen.records import RequestRecord, mark_cut_short
-from loadgen.transport.stamping import MAX_CHUNK_HEAD, ChunkedBody, Reads, chunk_size_prefix
+from loadgen.transport.chunked import MAX_CHUNK_HEAD, ChunkedBody, Reads, chunk_size_prefix
 
 MAX_HEAD = 65536
 _STATUS_START = b"HTTP/1."  # what every response head starts with
