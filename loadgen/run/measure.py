@@ -11,6 +11,7 @@ import math
 import signal
 import sys
 import time
+from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,9 @@ if TYPE_CHECKING:
 
 MIN_FOR_BUDGET = 20  # finished requests before --max-error-rate may stop a run early
 SWITCH_INTERVAL_S = 0.0002  # GIL hand-over delay during a run (Python's default is 5 ms)
+OPENING_NS = 250_000_000  # the schedule's opening stretch whose connections are opened before the start
+MAX_PRECONNECT = 512
+PRECONNECT_TIMEOUT_S = 2.0
 FINISH_SLICE_NS = 200_000  # parsing of finished requests between two yields to the event loop
 SPLIT_READS = (
     64  # a finished stream of at least this many reads is parsed, then encoded, with a yield between
@@ -211,6 +215,7 @@ class Run:
             await drive_sessions(self, target, workload, model)
             return
         cfg = self.config
+        await self._preconnect(schedule)
         self.start_ns = perf_base(self.start_at)
         horizon = None if cfg.duration_s is None else self.start_ns + int(cfg.duration_s * 1e9)
         indices = range(len(schedule)) if self.indices is None else self.indices
@@ -232,6 +237,22 @@ class Run:
             if not await self.dispatcher.send_at(due, record, path, body, horizon):
                 break
             self.sent.add(spec)
+
+    async def _preconnect(self, schedule: list[int]) -> None:
+        """Open the connections the opening stretch of the schedule needs before it starts (raw client)."""
+        raw = self.dispatcher.raw if self.dispatcher is not None else None
+        if raw is None or not schedule:
+            return
+        count = opening_connections(schedule, self.config.max_concurrency)
+        await raw.preconnect(count, PRECONNECT_TIMEOUT_S)
+
+
+def opening_connections(schedule: list[int], max_concurrency: int | None) -> int:
+    """Requests due in the schedule's first OPENING_NS (none of them can reuse a connection yet: a
+    response takes longer), at most --max-concurrency and MAX_PRECONNECT."""
+    first = schedule[0]
+    count = bisect_right(schedule, first + OPENING_NS)
+    return min(count, max_concurrency or count, MAX_PRECONNECT)
 
 
 def _out_of_fds(error: str | None) -> bool:
