@@ -6,10 +6,12 @@ loads the system's CA bundle), as much as ~150 requests of the load.
 `PlainSession` is the part of `aiohttp.ClientSession` those calls use: `get` / `post` as async
 context managers yielding a response with `status`, `read()`, `text()` and `json()`; `timeout=`
 seconds for the whole exchange (TimeoutError). One connection per request (`Connection: close`);
-bodies framed by Content-Length, chunked, or the connection's end. Basic auth may ride in the URL
-(`user:password@`). An https URL is handed to a real aiohttp session, imported then. Failures raise
-the `ClientError` subclasses below, named like aiohttp's so messages read the same; `client_errors()`
-is the except tuple that covers these and, once aiohttp is loaded (only then can it raise), its own.
+bodies framed by Content-Length, chunked, or the connection's end; no compression asked for, and a
+redirect is returned as it is, not followed (aiohttp follows one; none of these endpoints redirects).
+Basic auth may ride in the URL (`user:password@`). An https URL is handed to a real aiohttp session,
+imported then. Failures raise the `ClientError` subclasses below, named like aiohttp's so messages
+read the same; `client_errors()` is the except tuple that covers these and, once aiohttp is loaded
+(only then can it raise), its own.
 """
 
 from __future__ import annotations
