@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from bench.late_sends import late_spread
 from bench.reuseport_servers import ServerGroup
 from loadgen.scale.pinning import sysfs_siblings
 from loadgen.stats import percentile
@@ -351,7 +352,8 @@ def rate_point(
     print(
         f"{mode_name(workers):>7}  {rate:>5}  {point.achieved:8.1f}  {p50_ms:10.3f}  {lag_ms:10.3f}  "
         f"{ttft:15.3f}  {got.client_cpu_s * 1e3 / n:17.3f}  {100 * got.server_busy:11.0f}  "
-        f"{min(got.split)}-{max(got.split):<5}  {s['requests']['ok']}/{n}{mark}"
+        f"{min(got.split)}-{max(got.split):<5}  {s['requests']['ok']}/{n}  {late_spread(got.lines).line()}"
+        f"{mark}"
     )
     return point
 

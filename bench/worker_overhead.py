@@ -7,13 +7,16 @@ workers: one per worker and one for the coordinator, shared when the host has to
 OVERHEAD_RATES (default 150,300 req/s; 32 tokens, TTFT 20 ms, 5 ms/token) for BENCH_SECONDS (4).
 Figures per (mode, rate): achieved rate, schedule-lag p99, TTFT error p99 against the server's true
 send, the `loadgen run` process tree's CPU ms/request (interpreter start-up included: compare the
-modes, not the absolute figure) and its wall seconds. Runs on any host with two or more cores.
+modes, not the absolute figure), its wall seconds, and where the sends later than 2 ms fell
+(bench.late_sends: bunched in a few 100 ms windows is the host stalling the client, spread over the run
+is the client short of CPU). Runs on any host with two or more cores.
 """
 
 from __future__ import annotations
 
 import os
 
+from bench.late_sends import late_spread
 from bench.reuseport_servers import ServerGroup
 from bench.scaling import _p, client_cores, parse_rates, run_point, ttft_errors_ms
 
@@ -34,7 +37,8 @@ def main() -> None:
     seconds = float(os.environ.get("BENCH_SECONDS", "4"))
     server_cpu, client = usable[-1], usable[:-1]
     print(f"workers1: server on core {server_cpu}, loadgen on cores {client}; {seconds:g} s per point")
-    print("mode        rate  cores  achieved  lag_p99_ms  ttft_err_p99_ms  tree_cpu_ms/req  wall_s  ok")
+    head = "mode        rate  cores  achieved  lag_p99_ms  ttft_err_p99_ms  tree_cpu_ms/req  wall_s  ok"
+    print(f"{head}  late sends")
     with ServerGroup([server_cpu], ttft_s=0.020, itl_s=0.005) as servers:
         for rate in rates:
             n = int(rate * seconds)
@@ -48,7 +52,7 @@ def main() -> None:
                 print(
                     f"{name:<10}  {rate:>4}  {len(cores):>5}  {s['achieved_rate'] or 0.0:8.1f}  "
                     f"{lag_ms:10.3f}  {_p(errs, 99):15.3f}  {got.client_cpu_s * 1e3 / n:15.3f}  "
-                    f"{got.wall_s:6.1f}  {s['requests']['ok']}/{n}"
+                    f"{got.wall_s:6.1f}  {s['requests']['ok']}/{n}  {late_spread(got.lines).line()}"
                 )
 
 

@@ -10,15 +10,16 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
-
-import yaml
 
 from infergauge.engines import ENGINES
 from infergauge.redact import redact_url
 from loadgen.workload.distributions import SpecError, parse_length
 from loadgen.workload.traffic_config import TrafficConfig, traffic_from_mapping
+
+if TYPE_CHECKING:
+    import yaml
 
 NO_EXPORTER = "none"  # --exporter-url none: attach no exporter (its facts are recorded as missing)
 
@@ -369,6 +370,8 @@ def normalise_keys(raw: Mapping[str, Any], source: str) -> dict[str, Any]:
 
 def load_yaml(path: str | Path) -> dict[str, Any]:
     """Read a run.yaml mapping of RunConfig fields."""
+    import yaml  # only with a config file: not on every run's start-up path
+
     try:
         text = Path(path).read_text()
         data, lines = yaml.safe_load(text), _key_lines(text)
@@ -391,6 +394,8 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
 
 def _key_lines(text: str) -> dict[str, int]:
     """Top-level key -> its 1-based line in a YAML mapping document."""
+    import yaml
+
     root = yaml.compose(text, Loader=yaml.SafeLoader)
     if not isinstance(root, yaml.MappingNode):
         return {}

@@ -12,10 +12,12 @@ bound is time the client, not the server, set the pace: `client_saturated` in th
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 PIECE_OVERHEAD = 200  # bytes of Python objects per stamped read beyond its payload: tuple, int, bytes header
 MB = 1e6
+_DATA = itemgetter(1)
 
 
 @dataclass(frozen=True)
@@ -34,7 +36,7 @@ def held_bytes(reads: list[tuple[int, bytes]] | None) -> int:
     """Memory held by a request's raw reads: payload bytes + PIECE_OVERHEAD per piece (an estimate)."""
     if not reads:
         return 0
-    return sum(len(data) for _, data in reads) + PIECE_OVERHEAD * len(reads)
+    return sum(map(len, map(_DATA, reads))) + PIECE_OVERHEAD * len(reads)  # map: no frame per read
 
 
 class Backlog:

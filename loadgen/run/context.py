@@ -7,16 +7,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
-
-import aiohttp
+from typing import TYPE_CHECKING, Any
 
 from loadgen.config import RunConfig
 from loadgen.records import EngineMetadata, RunResult
 from loadgen.targets import Target
 from loadgen.targets.cache_counters import CacheCounters
+from loadgen.transport.plainhttp import HttpSession
 from loadgen.transport.rawhttp import RawClient
 from loadgen.workload.shard import ShardPlan
+
+if TYPE_CHECKING:
+    import aiohttp
 
 OnResult = Callable[[RunResult], None]
 
@@ -33,7 +35,7 @@ class RunContext:
     schedule: list[int]
     base_url: str
     progress: bool
-    meta_session: aiohttp.ClientSession  # metadata, preflight, cache counters
+    meta_session: HttpSession  # metadata, preflight, cache counters
     session: aiohttp.ClientSession | None = None  # the load's aiohttp session (None: raw client)
     raw: RawClient | None = None
     on_result: OnResult | None = None

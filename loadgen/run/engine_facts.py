@@ -13,12 +13,11 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
-
 from loadgen.results.manifest import resolved_params
 from loadgen.results.rundir import load_run
 from loadgen.targets.exporter_client import fetch_exporter_manifest, match_engine
 from loadgen.targets.preset import fetch_bodies, metadata_from_bodies, with_info_metric
+from loadgen.transport.plainhttp import PlainSession
 
 
 @dataclass(frozen=True)
@@ -36,14 +35,14 @@ class EngineFacts:
 
 async def _from_url(url: str, exporter_url: str | None) -> EngineFacts:
     base = url.rstrip("/")
-    async with aiohttp.ClientSession() as session:
+    async with PlainSession() as session:
         bodies = await fetch_bodies(session, base)
         exporter = (await fetch_exporter_manifest(session, exporter_url))[0] if exporter_url else None
     meta = metadata_from_bodies("", bodies)
     if meta.speaks is None:
         raise ConnectionError(f"no known engine's metadata at {url!r} (is the engine running?)")
     meta = dataclasses.replace(meta, engine=meta.speaks)
-    async with aiohttp.ClientSession() as session:
+    async with PlainSession() as session:
         meta = await with_info_metric(session, base, meta)
     watched = match_engine((exporter or {}).get("engines") or [], base)
     resolved = resolved_params(meta, watched, exporter)

@@ -10,14 +10,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import aiohttp
-
 from loadgen.config import ConfigError
+from loadgen.transport.plainhttp import HttpSession, client_errors
 
 PARALLEL = 8  # /tokenize requests in flight while counting
 
 
-async def _count(session: aiohttp.ClientSession, url: str, model: str, text: str) -> int:
+async def _count(session: HttpSession, url: str, model: str, text: str) -> int:
     body = {"model": model, "prompt": text, "add_special_tokens": False}
     async with session.post(url, json=body) as resp:
         if resp.status != 200:
@@ -32,9 +31,7 @@ async def _count(session: aiohttp.ClientSession, url: str, model: str, text: str
     raise ConfigError(f"--tokenizer engine: {url} answered no 'tokens' or 'count'")
 
 
-async def count_texts(
-    session: aiohttp.ClientSession, base_url: str, model: str, texts: list[str]
-) -> dict[str, int]:
+async def count_texts(session: HttpSession, base_url: str, model: str, texts: list[str]) -> dict[str, int]:
     """Each text's token count from the engine (one-line ConfigError when it cannot count)."""
     url, slots = f"{base_url}/tokenize", asyncio.Semaphore(PARALLEL)
 
@@ -44,13 +41,13 @@ async def count_texts(
 
     try:
         return dict(await asyncio.gather(*(one(t) for t in texts)))
-    except aiohttp.ClientError as exc:
+    except client_errors() as exc:
         raise ConfigError(
             f"--tokenizer engine: {url} failed ({type(exc).__name__}); pass --tokenizer DIR"
         ) from None
 
 
-async def measure_on_engine(workload: Any, session: aiohttp.ClientSession, base_url: str, model: str) -> None:
+async def measure_on_engine(workload: Any, session: HttpSession, base_url: str, model: str) -> None:
     """Give the workload the engine's counts of the texts it asks about (nothing when it asks none)."""
     texts: list[str] = workload.texts_to_measure() if hasattr(workload, "texts_to_measure") else []
     if texts:

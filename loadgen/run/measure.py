@@ -11,27 +11,34 @@ import math
 import signal
 import sys
 import time
+from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infergauge.fdlimit import limit_line
 from loadgen.config import RunConfig
 from loadgen.records import RequestRecord
 from loadgen.results.journal import Journal
 from loadgen.run.backlog import Backlog, Bound, held_bytes, warning
-from loadgen.run.live_metrics import LiveMetrics
 from loadgen.run.progress import Counts, Progress
 from loadgen.run.stalls import Stalls
 from loadgen.stats import NS, meets_slo
 from loadgen.targets import Target
-from loadgen.transport.aiohttp_client import finalize
 from loadgen.transport.dispatch import Dispatcher
+from loadgen.transport.finish import finalize
 from loadgen.workload.generator import SentDigest
 from loadgen.workload.shard import perf_base
 
+if TYPE_CHECKING:
+    from loadgen.run.live_metrics import LiveMetrics
+    from loadgen.run.unserved_metrics import UnservedMetrics
+
 MIN_FOR_BUDGET = 20  # finished requests before --max-error-rate may stop a run early
 SWITCH_INTERVAL_S = 0.0002  # GIL hand-over delay during a run (Python's default is 5 ms)
+OPENING_NS = 250_000_000  # the schedule's opening stretch whose connections are opened before the start
+MAX_PRECONNECT = 512
+PRECONNECT_TIMEOUT_S = 2.0
 FINISH_SLICE_NS = 200_000  # parsing of finished requests between two yields to the event loop
 SPLIT_READS = (
     64  # a finished stream of at least this many reads is parsed, then encoded, with a yield between
@@ -58,7 +65,7 @@ class Run:
         self.run_id = run_id
         self.progress = Progress(progress)
         self.stop_reason: str | None = None
-        self.metrics: LiveMetrics | None = None
+        self.metrics: LiveMetrics | UnservedMetrics | None = None
         self.dispatcher: Dispatcher | None = None
         self.finished = 0
         self.failed = 0
@@ -216,6 +223,7 @@ class Run:
             await drive_sessions(self, target, workload, model)
             return
         cfg = self.config
+        await self._preconnect(schedule)
         self.start_ns = perf_base(self.start_at)
         horizon = None if cfg.duration_s is None else self.start_ns + int(cfg.duration_s * 1e9)
         indices = range(len(schedule)) if self.indices is None else self.indices
@@ -237,6 +245,22 @@ class Run:
             if not await self.dispatcher.send_at(due, record, path, body, horizon):
                 break
             self.sent.add(spec)
+
+    async def _preconnect(self, schedule: list[int]) -> None:
+        """Open the connections the opening stretch of the schedule needs before it starts (raw client)."""
+        raw = self.dispatcher.raw if self.dispatcher is not None else None
+        if raw is None or not schedule:
+            return
+        count = opening_connections(schedule, self.config.max_concurrency)
+        await raw.preconnect(count, PRECONNECT_TIMEOUT_S)
+
+
+def opening_connections(schedule: list[int], max_concurrency: int | None) -> int:
+    """Requests due in the schedule's first OPENING_NS (none of them can reuse a connection yet: a
+    response takes longer), at most --max-concurrency and MAX_PRECONNECT."""
+    first = schedule[0]
+    count = bisect_right(schedule, first + OPENING_NS)
+    return min(count, max_concurrency or count, MAX_PRECONNECT)
 
 
 def _out_of_fds(error: str | None) -> bool:

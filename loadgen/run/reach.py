@@ -10,12 +10,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import aiohttp
-
 from loadgen.config import ConfigError
 from loadgen.targets import Target
+from loadgen.transport.plainhttp import HttpSession, client_errors, error_kind
 
-PREFLIGHT_TIMEOUT = aiohttp.ClientTimeout(total=10)
+PREFLIGHT_TIMEOUT = 10.0  # s, the whole /v1/models request
 SHOWN_BODY_CHARS = 60
 NOT_OPENAI = "which is not an OpenAI-compatible response"
 
@@ -57,37 +56,39 @@ def judge_models_answer(url: str, status: int, body: bytes) -> str | None:
     return None
 
 
-async def preflight(
-    session: aiohttp.ClientSession, target: Target, base_url: str, api_key: str | None
-) -> None:
+def unreachable(exc: BaseException, url: str, base_url: str, hint: str) -> str:
+    """The one line for a preflight request that failed with the client error `exc`."""
+    kind = error_kind(exc)
+    if kind == "connect":
+        os_error = getattr(exc, "os_error", None)
+        cause = "connection refused" if isinstance(os_error, ConnectionRefusedError) else str(os_error)
+        return f"cannot reach {base_url} ({cause}): {hint}"
+    if kind == "response":  # bytes that are not (well-formed) HTTP
+        detail = _one_line(getattr(exc, "message", exc))
+        return (
+            f"{url} answered with something that is not valid HTTP ({detail}), "
+            f"{NOT_OPENAI}: is --base-url the engine's HTTP port?"
+        )
+    if kind == "payload":
+        return f"{url} answered a broken HTTP body ({_one_line(exc)}), {NOT_OPENAI}"
+    if kind == "disconnected":
+        return f"{url} closed the connection without an answer, {NOT_OPENAI}"
+    return f"cannot reach {base_url} ({type(exc).__name__}): {hint}"
+
+
+async def preflight(session: HttpSession, target: Target, base_url: str, api_key: str | None) -> None:
     """Fail before the run when the target cannot be reached, refuses our key or is not OpenAI-like."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     url = f"{base_url}/v1/models"
     try:
         async with session.get(url, headers=headers, timeout=PREFLIGHT_TIMEOUT) as resp:
             status, body = resp.status, await resp.read()
-    except aiohttp.ClientConnectorError as exc:
-        cause = (
-            "connection refused" if isinstance(exc.os_error, ConnectionRefusedError) else str(exc.os_error)
-        )
-        raise TargetUnreachable(f"cannot reach {base_url} ({cause}): {target.hint}") from None
-    except aiohttp.ClientResponseError as exc:  # bytes that are not (well-formed) HTTP
-        raise TargetUnreachable(
-            f"{url} answered with something that is not valid HTTP ({_one_line(exc.message)}), "
-            f"{NOT_OPENAI}: is --base-url the engine's HTTP port?"
-        ) from None
-    except aiohttp.ClientPayloadError as exc:
-        raise TargetUnreachable(
-            f"{url} answered a broken HTTP body ({_one_line(exc)}), {NOT_OPENAI}"
-        ) from None
-    except aiohttp.ServerDisconnectedError:
-        raise TargetUnreachable(f"{url} closed the connection without an answer, {NOT_OPENAI}") from None
     except TimeoutError:
         raise TargetUnreachable(
-            f"{url} did not answer within {PREFLIGHT_TIMEOUT.total:g} s: {target.hint}"
+            f"{url} did not answer within {PREFLIGHT_TIMEOUT:g} s: {target.hint}"
         ) from None
-    except aiohttp.ClientError as exc:
-        raise TargetUnreachable(f"cannot reach {base_url} ({type(exc).__name__}): {target.hint}") from None
+    except client_errors() as exc:
+        raise TargetUnreachable(unreachable(exc, url, base_url, target.hint)) from None
     problem = judge_models_answer(url, status, body)
     if problem:
         raise TargetUnreachable(problem)

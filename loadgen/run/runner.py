@@ -15,8 +15,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
 from loadgen.config import ConfigError, RunConfig
 from loadgen.records import RunResult
 from loadgen.results.rundir import probe_writable
@@ -27,8 +25,8 @@ from loadgen.run.steps import run_steps
 from loadgen.targets import get_target
 from loadgen.transport import evloop
 from loadgen.transport.dispatch import connector_limit
+from loadgen.transport.plainhttp import PlainSession
 from loadgen.transport.rawhttp import RawClient
-from loadgen.transport.stamping import StampingConnector
 from loadgen.workload.generator import build_workload
 from loadgen.workload.shard import ShardPlan, derived_run_id, shard_section
 from loadgen.workload.traffic import run_schedule
@@ -78,9 +76,9 @@ async def run_benchmark(
         limit = connector_limit(config.max_concurrency, config.total_requests, config.rate)
         headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
         # the load goes through the raw client or its own aiohttp session; metadata, preflight and
-        # the exporter use a small plain aiohttp session
+        # the exporter use a plain session (no aiohttp import for a raw-client run)
         async with (
-            aiohttp.ClientSession(headers=headers) as meta_session,
+            PlainSession(headers=headers) as meta_session,
             _load_session(config, limit) as session,
         ):
             await preflight(meta_session, target, base_url, config.api_key)
@@ -154,6 +152,10 @@ def _load_session(config: RunConfig, limit: int) -> contextlib.AbstractAsyncCont
     """The aiohttp session that carries the load for `--http-client aiohttp` (None for raw)."""
     if config.http_client != "aiohttp":
         return contextlib.nullcontext(None)
+    import aiohttp  # only for --http-client aiohttp (its import is ~0.1 s of CPU)
+
+    from loadgen.transport.stamping import StampingConnector
+
     return aiohttp.ClientSession(
         connector=StampingConnector(limit=limit, limit_per_host=0, ttl_dns_cache=300),
         timeout=aiohttp.ClientTimeout(total=config.request_timeout_s),

@@ -10,9 +10,7 @@ from array import array
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
-
-import aiohttp
+from typing import TYPE_CHECKING, Any
 
 import loadgen.run.annotations as grafana_notes
 from loadgen.config import NO_EXPORTER, ConfigError, RunConfig
@@ -26,14 +24,18 @@ from loadgen.results.rundir import write_json
 from loadgen.results.summary import build_summary
 from loadgen.run.context import Announced, Measured, Prepared, RunContext
 from loadgen.run.engine_tokenize import measure_on_engine
-from loadgen.run.live_metrics import LiveMetrics, RunLabels
 from loadgen.run.measure import Run, execute, linger, paced_gc, route_signals
+from loadgen.run.unserved_metrics import UnservedMetrics
 from loadgen.targets import Target
 from loadgen.targets.cache_counters import CacheCounters, engine_counters
 from loadgen.targets.preset import mismatch_warning
-from loadgen.transport.aiohttp_client import finalize
 from loadgen.transport.dispatch import Dispatcher
+from loadgen.transport.finish import finalize
+from loadgen.transport.plainhttp import PlainSession
 from loadgen.workload.traffic import traffic_summary
+
+if TYPE_CHECKING:
+    from loadgen.run.live_metrics import LiveMetrics, RunLabels
 
 EXIT_NOT_WRITTEN = 3  # the run was measured but some of its files could not be written
 
@@ -65,7 +67,7 @@ async def _prepare(ctx: RunContext) -> tuple[Prepared, Run]:
     model = ctx.config.model or meta.model or ""
     if not model:
         raise ConfigError(f"{ctx.base_url}/v1/models lists no model: pass --model")
-    async with aiohttp.ClientSession() as plain:  # never send the engine's API key to the exporter
+    async with PlainSession() as plain:  # never send the engine's API key to the exporter
         exporter = await attach_exporter(plain, ctx.config.exporter_url, ctx.base_url)
     named = ctx.config.exporter_url not in (None, NO_EXPORTER)  # `none`: the user chose no exporter
     if exporter[0] is not None or named or (ctx.config.target != "sim" and ctx.config.exporter_url is None):
@@ -146,7 +148,7 @@ async def _announce(ctx: RunContext, prep: Prepared, run: Run) -> Announced:
         config.max_concurrency,
         run.on_done,
         raw=ctx.raw,
-        on_sent=run.metrics.observe_sent,
+        on_sent=run.metrics.observe_sent if run.metrics.address is not None else None,
     )
     return Announced(tags, ann_id)
 
@@ -268,6 +270,8 @@ async def _execute_or_salvage(
 def _labels_info(
     config: RunConfig, run_id: str, model: str, meta: EngineMetadata | None, base_url: str
 ) -> tuple[RunLabels, dict]:
+    from loadgen.run.live_metrics import RunLabels
+
     labels = RunLabels(run_id, config.target, model, config.resolved_scenario)
     info = {
         "engine": (meta.engine if meta else "") or "",
@@ -282,17 +286,20 @@ def _labels_info(
 
 def _start_metrics(
     config: RunConfig, run_id: str, model: str, meta: EngineMetadata, base_url: str
-) -> LiveMetrics:
+) -> LiveMetrics | UnservedMetrics:
+    if not config.metrics_port:  # nobody can read them: no prometheus_client, nothing per request
+        return UnservedMetrics()
+    from loadgen.run.live_metrics import LiveMetrics
+
     labels, info = _labels_info(config, run_id, model, meta, base_url)
     metrics = LiveMetrics(labels, info)
-    if config.metrics_port:
-        try:
-            metrics.serve(config.metrics_port, config.metrics_listen_address)
-        except OSError as exc:
-            raise ConfigError(
-                f"cannot serve metrics on {config.metrics_listen_address} port {config.metrics_port} "
-                f"({exc.strerror}): pass another --metrics-port or --metrics-listen-address, or 0 to disable"
-            ) from None
+    try:
+        metrics.serve(config.metrics_port, config.metrics_listen_address)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot serve metrics on {config.metrics_listen_address} port {config.metrics_port} "
+            f"({exc.strerror}): pass another --metrics-port or --metrics-listen-address, or 0 to disable"
+        ) from None
     metrics.target_rate.set(config.rate)
     metrics.max_concurrency.set(config.max_concurrency or 0)
     return metrics

@@ -7,12 +7,11 @@ import json
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import aiohttp
-
 from loadgen.records import EngineMetadata
+from loadgen.transport.plainhttp import HttpSession, client_errors
 from loadgen.workload.generator import RequestSpec
 
-META_TIMEOUT = aiohttp.ClientTimeout(total=5)
+META_TIMEOUT = 5.0  # s, whole request
 
 
 @dataclass(frozen=True)
@@ -24,32 +23,32 @@ class FlushResult:
     detail: str
 
 
-async def get_json(session: aiohttp.ClientSession, url: str) -> Any | None:
+async def get_json(session: HttpSession, url: str) -> Any | None:
     """GET a JSON body; None on any error or non-200 answer (metadata is best effort)."""
     try:
         async with session.get(url, timeout=META_TIMEOUT) as resp:
             if resp.status != 200:
                 return None
             return json.loads(await resp.read())
-    except (aiohttp.ClientError, TimeoutError, ValueError):
+    except client_errors(TimeoutError, ValueError):
         return None
 
 
-async def get_text(session: aiohttp.ClientSession, url: str) -> str | None:
+async def get_text(session: HttpSession, url: str) -> str | None:
     """GET a text body (a /metrics page); None on any error or non-200 answer."""
     try:
         async with session.get(url, timeout=META_TIMEOUT) as resp:
             return (await resp.read()).decode(errors="replace") if resp.status == 200 else None
-    except (aiohttp.ClientError, TimeoutError):
+    except client_errors(TimeoutError):
         return None
 
 
-async def post_status(session: aiohttp.ClientSession, url: str) -> tuple[int | None, str]:
+async def post_status(session: HttpSession, url: str) -> tuple[int | None, str]:
     """POST with an empty body; (status, first 200 chars of the body) or (None, error)."""
     try:
         async with session.post(url, timeout=META_TIMEOUT) as resp:
             return resp.status, (await resp.text()).strip()[:200]
-    except (aiohttp.ClientError, TimeoutError) as exc:
+    except client_errors(TimeoutError) as exc:
         return None, f"{type(exc).__name__}: {exc}"
 
 
@@ -100,11 +99,11 @@ class Target:
             messages.insert(0, {"role": "system", "content": spec.system})
         return messages
 
-    async def fetch_metadata(self, session: aiohttp.ClientSession, base_url: str) -> EngineMetadata:
+    async def fetch_metadata(self, session: HttpSession, base_url: str) -> EngineMetadata:
         """Model list from /v1/models (the only endpoint every OpenAI-compatible server has)."""
         ids, max_len = models_info(await get_json(session, f"{base_url}/v1/models"))
         return EngineMetadata(self.engine, None, ids[0] if ids else None, max_len, {}, ids, ["/v1/models"])
 
-    async def flush_cache(self, session: aiohttp.ClientSession, base_url: str) -> FlushResult:
+    async def flush_cache(self, session: HttpSession, base_url: str) -> FlushResult:
         """Generic OpenAI servers have no prefix-cache flush."""
         return FlushResult(False, "none", f"target {self.name!r} has no prefix-cache flush endpoint")

@@ -16,15 +16,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
-from prometheus_client.parser import text_string_to_metric_families
-
 from infergauge import engines
 from infergauge.engines.base import EngineSpec
+from loadgen.transport.plainhttp import HttpSession, client_errors
 
 METRICS_PATH = "/metrics"
 WARM_HIT_RATIO = 0.05  # above this share of prompt tokens served from the cache a run is warm
-_TIMEOUT = aiohttp.ClientTimeout(total=5)
+_TIMEOUT = 5.0  # s, whole request
 
 
 @dataclass(frozen=True)
@@ -37,6 +35,8 @@ class CacheCounters:
 
 def counter_sum(text: str, name: str) -> float | None:
     """Sum of every sample named `name` (all label sets) in a Prometheus text body; None if absent."""
+    from prometheus_client.parser import text_string_to_metric_families  # only with counters to read
+
     values = [
         sample.value
         for family in text_string_to_metric_families(text)
@@ -72,9 +72,7 @@ def spec_for(speaks: str | None, engine: str | None) -> EngineSpec | None:
     return None
 
 
-async def read_counters(
-    session: aiohttp.ClientSession, base_url: str, spec: EngineSpec | None
-) -> CacheCounters | None:
+async def read_counters(session: HttpSession, base_url: str, spec: EngineSpec | None) -> CacheCounters | None:
     """GET the engine's /metrics and parse its cache counters; None on any failure (best effort)."""
     if spec is None or spec.cache_counters is None:
         return None
@@ -83,13 +81,13 @@ async def read_counters(
             if resp.status != 200:
                 return None
             text = await resp.text()
-    except (aiohttp.ClientError, TimeoutError, UnicodeDecodeError):
+    except client_errors(TimeoutError, UnicodeDecodeError):
         return None
     return parse_counters(spec, text)
 
 
 async def engine_counters(
-    session: aiohttp.ClientSession, base_url: str, speaks: str | None, engine: str | None
+    session: HttpSession, base_url: str, speaks: str | None, engine: str | None
 ) -> CacheCounters | None:
     """The cache counters of the engine at `base_url`, named by the spec it speaks as."""
     return await read_counters(session, base_url, spec_for(speaks, engine))

@@ -14,11 +14,10 @@ import json
 from typing import Any
 from urllib.parse import urlsplit
 
-import aiohttp
-
 from infergauge import engines
 from infergauge.redact import redact_url
 from loadgen.config import NO_EXPORTER
+from loadgen.transport.plainhttp import HttpSession, PlainSession, client_errors
 
 EXPORTER_DEFAULT = "http://127.0.0.1:9402"
 
@@ -33,16 +32,16 @@ def manifest_url(url: str) -> str:
     return base if base.endswith("/manifest") else f"{base}/manifest"
 
 
-async def get_exporter_manifest(session: aiohttp.ClientSession, url: str, timeout_s: float) -> dict[str, Any]:
+async def get_exporter_manifest(session: HttpSession, url: str, timeout_s: float) -> dict[str, Any]:
     """The exporter's /manifest as a JSON object (basic auth may ride in the URL as user:password@)."""
     target = manifest_url(url)
     shown = redact_url(target)
     try:
-        async with session.get(target, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+        async with session.get(target, timeout=timeout_s) as resp:
             if resp.status != 200:
                 raise ExporterUnreachable(f"{shown}: HTTP {resp.status}")
             body = json.loads(await resp.read())
-    except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+    except client_errors(TimeoutError, ValueError) as exc:
         raise ExporterUnreachable(f"{shown}: {type(exc).__name__}: {redact_url(str(exc))}") from None
     if not isinstance(body, dict):
         raise ExporterUnreachable(f"{shown}: the body is not a JSON object")
@@ -53,14 +52,14 @@ def read_exporter_manifest(url: str, timeout_s: float) -> dict[str, Any]:
     """Blocking form of `get_exporter_manifest` (for `loadgen preflight`)."""
 
     async def _read() -> dict[str, Any]:
-        async with aiohttp.ClientSession() as session:
+        async with PlainSession() as session:
             return await get_exporter_manifest(session, url, timeout_s)
 
     return asyncio.run(_read())
 
 
 async def fetch_exporter_manifest(
-    session: aiohttp.ClientSession, url: str | None, timeout_s: float = 1.0, default: str | None = None
+    session: HttpSession, url: str | None, timeout_s: float = 1.0, default: str | None = None
 ) -> tuple[dict[str, Any] | None, str]:
     """(the exporter's /manifest or None, where it came from or why not); `default` (else
     EXPORTER_DEFAULT, read at call time) when no URL."""
@@ -126,7 +125,7 @@ def match_engine(exporter_engines: list[dict[str, Any]], base_url: str) -> dict[
 
 
 async def attach_exporter(
-    session: aiohttp.ClientSession, exporter_url: str | None, base_url: str, default: str | None = None
+    session: HttpSession, exporter_url: str | None, base_url: str, default: str | None = None
 ) -> tuple[dict[str, Any] | None, str]:
     """(manifest to record, source) when the exporter (named, else the one at `default`) watches
     `base_url`: its `engines` cut to that one engine, so no other engine's facts reach the run;

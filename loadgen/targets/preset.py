@@ -11,13 +11,12 @@ import asyncio
 import dataclasses
 from typing import Any, ClassVar
 
-import aiohttp
-
 from infergauge import engines
 from infergauge.engines.base import EngineSpec
 from infergauge.engines.resolve import info_metric_args
 from loadgen.records import EngineMetadata
 from loadgen.targets.base import FlushResult, Target, get_json, get_text, models_info, post_status
+from loadgen.transport.plainhttp import HttpSession
 
 
 def default_url(engine: str) -> str:
@@ -25,7 +24,7 @@ def default_url(engine: str) -> str:
     return f"http://127.0.0.1:{engines.get(engine).default_port}"
 
 
-async def fetch_bodies(session: aiohttp.ClientSession, base_url: str) -> dict[str, Any]:
+async def fetch_bodies(session: HttpSession, base_url: str) -> dict[str, Any]:
     """{path: JSON body or None} for every registered engine's metadata endpoints."""
     paths = engines.metadata_paths()
     bodies = await asyncio.gather(*(get_json(session, f"{base_url}{path}") for path in paths))
@@ -67,7 +66,7 @@ def metadata_from_bodies(engine: str, bodies: dict[str, Any]) -> EngineMetadata:
     )
 
 
-async def flush_with(spec: EngineSpec, session: aiohttp.ClientSession, base_url: str) -> FlushResult:
+async def flush_with(spec: EngineSpec, session: HttpSession, base_url: str) -> FlushResult:
     """POST the spec's prefix-cache flush endpoint (what it needs, e.g. dev mode, named on a 404)."""
     if spec.flush_path is None:
         return FlushResult(False, "none", f"engine {spec.name!r} has no prefix-cache flush endpoint")
@@ -82,13 +81,13 @@ class EnginePreset(Target):
 
     engine: ClassVar[str]
 
-    async def fetch_metadata(self, session: aiohttp.ClientSession, base_url: str) -> EngineMetadata:
+    async def fetch_metadata(self, session: HttpSession, base_url: str) -> EngineMetadata:
         """Version, models and server args from whichever engine's endpoints answer; a server that
         answers as another registered engine is recorded as that engine (`asked_engine` keeps the preset)."""
         meta = metadata_from_bodies(self.engine, await fetch_bodies(session, base_url))
         return await with_info_metric(session, base_url, answered_as(meta, self.engine))
 
-    async def flush_cache(self, session: aiohttp.ClientSession, base_url: str) -> FlushResult:
+    async def flush_cache(self, session: HttpSession, base_url: str) -> FlushResult:
         """The engine's own flush endpoint."""
         return await flush_with(engines.get(self.engine), session, base_url)
 
@@ -112,9 +111,7 @@ def mismatch_warning(meta: EngineMetadata, base_url: str) -> str | None:
     )
 
 
-async def with_info_metric(
-    session: aiohttp.ClientSession, base_url: str, meta: EngineMetadata
-) -> EngineMetadata:
+async def with_info_metric(session: HttpSession, base_url: str, meta: EngineMetadata) -> EngineMetadata:
     """`meta` with the values the engine's info metric states on its /metrics (vLLM's effective
     `gpu_memory_utilization`, `block_size`, ... in `vllm:cache_config_info`), when it has one."""
     spec = engines.ENGINES.get(meta.speaks or "")

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import aiohttp
-
 from infergauge import engines
 from loadgen.records import EngineMetadata
 from loadgen.targets.base import FlushResult
@@ -21,6 +19,7 @@ from loadgen.targets.preset import (
     metadata_from_bodies,
     with_info_metric,
 )
+from loadgen.transport.plainhttp import HttpSession
 
 DEFAULT_PERSONALITY = engines.get("simengine").plays[0]  # simengine's own default (`--personality`)
 
@@ -34,14 +33,14 @@ class SimTarget(EnginePreset):
     supports_ignore_eos = True
     hint = "the embedded simulated engine did not answer"
 
-    async def fetch_metadata(self, session: aiohttp.ClientSession, base_url: str) -> EngineMetadata:
+    async def fetch_metadata(self, session: HttpSession, base_url: str) -> EngineMetadata:
         """The personality's metadata, labelled `simengine`."""
         meta = metadata_from_bodies(self.engine, await fetch_bodies(session, base_url))
         meta = await with_info_metric(session, base_url, meta)
         args = {"personality": meta.speaks, **meta.server_args}
         return dataclasses.replace(meta, server_args=args)
 
-    async def flush_cache(self, session: aiohttp.ClientSession, base_url: str) -> FlushResult:
+    async def flush_cache(self, session: HttpSession, base_url: str) -> FlushResult:
         """Flush through the personality's endpoint."""
         spoken = (await self.fetch_metadata(session, base_url)).speaks
         return await flush_with(engines.get(spoken or self.engine), session, base_url)

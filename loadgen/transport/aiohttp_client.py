@@ -13,43 +13,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from array import array
-from typing import Any
 
 import aiohttp
 from aiohttp.http_exceptions import HttpProcessingError
 
 from loadgen.records import RequestRecord, mark_cut_short
-from loadgen.transport.sse import ProtocolError, parse_stream
+from loadgen.transport.finish import describe_payload, finalize, request_headers
 from loadgen.transport.stamping import Reads, read_stamped
 
-
-def _finish_from_stream(record: RequestRecord, reads: list[tuple[int, bytes]], complete: bool) -> None:
-    """Fill token times and counts from the stamped reads; set protocol_error when malformed."""
-    try:
-        parsed = parse_stream(reads)
-    except ProtocolError as exc:
-        record.outcome, record.error = "protocol_error", str(exc)
-        return
-    record.token_ns = array("q", parsed.token_ns)  # 8 bytes a token: long runs stay small
-    if parsed.token_ns:
-        record.first_ns, record.last_ns = parsed.token_ns[0], parsed.token_ns[-1]
-    record.prompt_tokens = parsed.prompt_tokens
-    record.cached_tokens = parsed.cached_tokens
-    if parsed.completion_tokens is not None:
-        record.output_tokens, record.token_count = parsed.completion_tokens, "usage"
-    else:
-        record.output_tokens, record.token_count = len(parsed.token_ns), "estimated"
-    if not complete:
-        return
-    if parsed.error is not None:
-        record.outcome, record.error = "http_error", parsed.error
-    elif not parsed.done:
-        record.outcome, record.error = "protocol_error", "stream ended before data: [DONE]"
-    elif not parsed.token_ns:
-        record.outcome, record.error = "protocol_error", "stream carried no tokens"
-    else:
-        record.outcome = "ok"
+__all__ = ["describe_payload", "finalize", "payload_outcome", "request_headers", "send_request"]
 
 
 async def _read_error(resp: aiohttp.ClientResponse) -> str:
@@ -106,38 +78,3 @@ def payload_outcome(exc: aiohttp.ClientPayloadError) -> str:
     payload "is not completed" or not enough data came), `protocol_error` when its framing is broken."""
     text = f"{exc} {exc.__cause__ or ''}".lower()
     return "disconnect" if "not completed" in text or "not enough data" in text else "protocol_error"
-
-
-def finalize(record: RequestRecord) -> RequestRecord:
-    """Parse the stamped body (kept raw while the run is busy) into token times, counts and outcome."""
-    status = record.http_status
-    if record.outcome is None and status is not None and status != 200:
-        # an error status cut short (the stop, a timeout, a reset mid-body): its body is not a stream
-        reads, record.raw = record.raw or [], None
-        text = b"".join(data for _, data in reads).decode(errors="replace")
-        record.outcome, record.error = "http_error", f"HTTP {status}: {text.strip()[:300]}"
-        return record
-    if record.raw is not None:
-        reads, record.raw = record.raw, None
-        _finish_from_stream(record, reads, complete=record.fallback is None)
-    if record.outcome is None and record.fallback is not None:
-        record.outcome, record.error = record.fallback
-    return record
-
-
-def request_headers(api_key: str | None, x_request_id: str) -> dict[str, str]:
-    """Headers of one request: JSON body, uncompressed response (bodies are stamped and parsed as
-    they arrive), X-Request-Id, and the bearer token when given."""
-    headers = {
-        "Content-Type": "application/json",
-        "Accept-Encoding": "identity",
-        "X-Request-Id": x_request_id,
-    }
-    if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
-    return headers
-
-
-def describe_payload(payload: dict[str, Any]) -> dict[str, Any]:
-    """A loggable view of a payload (prompt elided)."""
-    return {k: ("…" if k in ("prompt", "messages") else v) for k, v in payload.items()}

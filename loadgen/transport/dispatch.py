@@ -22,13 +22,14 @@ import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
-
-import aiohttp
+from typing import TYPE_CHECKING, Any
 
 from loadgen.records import RequestRecord
-from loadgen.transport.aiohttp_client import request_headers, send_request
+from loadgen.transport.finish import request_headers
 from loadgen.transport.rawhttp import RawClient
+
+if TYPE_CHECKING:
+    import aiohttp
 
 COARSE_MARGIN_NS = 2_000_000  # asyncio timers wake up to 1 ms late (epoll); stop them 2 ms early
 AHEAD_NS = 5_000_000  # a raw request is readied this early; the waker writes it on time
@@ -162,6 +163,11 @@ class Dispatcher:
         self._freed: collections.deque[int] = collections.deque([0] * (self.max_concurrency or 0))
         self._headers = request_headers(self.api_key, "")  # copied per request with its X-Request-Id
         self.waker = PreciseWaker(asyncio.get_running_loop())
+        self._send_aiohttp: Any = None
+        if self.session is not None:  # aiohttp is imported only by the run that loads through it
+            from loadgen.transport.aiohttp_client import send_request
+
+            self._send_aiohttp = send_request
 
     def _request(
         self, record: RequestRecord, path: str, body: bytes, due_ns: int
@@ -170,7 +176,7 @@ class Dispatcher:
             return self.raw.send(record, path, body, due_ns, self.waker.post_at)
         assert self.session is not None
         headers = {**self._headers, "X-Request-Id": record.x_request_id}
-        return send_request(self.session, self.url_of(path), body, headers, record)
+        return self._send_aiohttp(self.session, self.url_of(path), body, headers, record)
 
     def _finished(self, task: asyncio.Task[RequestRecord]) -> None:
         self.active -= 1

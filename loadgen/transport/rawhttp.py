@@ -22,7 +22,7 @@ from typing import cast
 from urllib.parse import unquote, urlsplit
 
 from loadgen.records import RequestRecord, mark_cut_short
-from loadgen.transport.stamping import MAX_CHUNK_HEAD, ChunkedBody, Reads, chunk_size_prefix
+from loadgen.transport.chunked import MAX_CHUNK_HEAD, ChunkedBody, Reads, chunk_size_prefix
 
 MAX_HEAD = 65536
 _STATUS_START = b"HTTP/1."  # what every response head starts with
@@ -311,6 +311,29 @@ class RawClient:
                 return conn
             self._open.discard(conn)
         return None
+
+    async def preconnect(self, count: int, timeout_s: float) -> int:
+        """Open up to `count` keep-alive connections now and keep them idle for the first requests,
+        so the run's opening stretch (when no connection can be reused yet) opens none while it sends;
+        the ones not open within `timeout_s` are left to be opened on demand. Returns how many opened."""
+        if count <= 0:
+            return 0
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        results = await asyncio.gather(
+            *(self._open_new(deadline) for _ in range(count)), return_exceptions=True
+        )
+        opened = [c for c in results if isinstance(c, _Conn)]
+        for conn in opened:
+            conn.write_fd()  # the waker's duplicate now, not at the first send
+        self._idle.extend(opened)
+        return len(opened)
+
+    async def _open_new(self, deadline: float) -> _Conn:
+        loop, tls = asyncio.get_running_loop(), True if self.tls else None
+        async with asyncio.timeout_at(deadline):
+            _, conn = await loop.create_connection(_Conn, self.host, self.port, ssl=tls)
+        self._open.add(conn)
+        return conn
 
     async def _connect(self, deadline: float) -> tuple[_Conn, bool]:
         """An idle keep-alive connection, else a new one (opened before `deadline`, loop time)."""

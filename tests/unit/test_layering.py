@@ -318,7 +318,7 @@ def test_the_checks_catch_the_breaks_they_are_for() -> None:
     assert engine_names_in_data('groups: [{expr: "max(sglang:token_usage) > 0.9"}]') == ["sglang"]
     assert engine_names_in_data('{"title": "Run comparison"}') == []
     # an indirect aiohttp import (analysis -> a module that imports aiohttp) fails the import check
-    broken = import_without_aiohttp(["loadgen.targets.exporter_client"])
+    broken = import_without_aiohttp(["loadgen.transport.stamping"])
     assert broken.returncode != 0
     assert "aiohttp" in broken.stderr
 
