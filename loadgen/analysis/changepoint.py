@@ -57,6 +57,8 @@ class DetectorSettings:
 
     alpha: float = 0.003  # one-sided p-value a confirmed regression must beat: the budget of a check,
     # split over its watched metrics (loadgen.baseline.decide)
+    combined_share: float = 0.5  # share of alpha spent on the combined tests of the metrics a step
+    # moves together (loadgen.baseline.joint); the rest is split over the single metrics
     improvement_alpha: float = 0.001  # and an improvement (not alarmed; a false one restarts the regime)
     suspect_alpha: float = 0.001  # p-value of the newest run alone, for a suspected change
     min_before: int = 8  # runs of the first regime needed before a change can be placed
