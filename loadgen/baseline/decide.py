@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-from loadgen.analysis.changepoint import Change, DetectorSettings, detect, raised
+from loadgen.analysis.changepoint import Change, DetectorSettings, detect, raised, suspected_at
 from loadgen.analysis.counts import Counts, count_changes, count_raised
 from loadgen.analysis.drift import Drift, drift_at, trend_explains
 from loadgen.baseline.joint import groups, joint_changes, merged
@@ -69,21 +69,22 @@ def decide(
     settings: DetectorSettings,
     *,
     as_raised: bool = False,
+    suspicions: bool = False,
 ) -> dict[str, list[Change]]:
     """metric -> its changes (as they stand; `as_raised`: every change as a check after each run raised
-    it), each metric and each combined test at its share of the check's budget; `counts` feeds the
-    count metrics."""
+    it, and with `suspicions` each check's suspected newest run too), each metric and each combined
+    test at its share of the check's budget; `counts` feeds the count metrics (never suspected)."""
     start = max(max((len(v) for v in figures.values()), default=0) - SCAN_WINDOW, 0)
     plain = {m: list(v[start:]) for m, v in figures.items() if m not in COUNT_METRICS or counts is None}
     joinable = {m: v for m, v in plain.items() if m not in COUNT_METRICS}
     each, joint_each = shares(settings, len(figures), len(groups(list(joinable))))
 
     def steps(values: Sequence[float], better_up: bool, at: DetectorSettings) -> list[Change]:
-        return _steps(values, better_up, at, as_raised)
+        return _steps(values, better_up, at, as_raised, suspicions)
 
     joint = joint_changes(joinable, joint_each, steps, as_raised=as_raised)
     out: dict[str, list[Change]] = {}
-    for metric, values in figures.items():
+    for metric in figures:
         if metric in plain:
             own = steps(plain[metric], WATCHED[metric].higher_is_better, each)
             found = merged(own, joint.get(metric, []), as_raised=as_raised)
@@ -95,9 +96,16 @@ def decide(
     return out
 
 
-def _steps(values: Sequence[float], better_up: bool, each: DetectorSettings, as_raised: bool) -> list[Change]:
+def _steps(
+    values: Sequence[float],
+    better_up: bool,
+    each: DetectorSettings,
+    as_raised: bool,
+    suspicions: bool = False,
+) -> list[Change]:
     """The step changes of one series (a metric or a combined one), drift left out."""
-    raw = (raised if as_raised else detect)(values, higher_is_better=better_up, settings=each)
+    find = (suspected_at if suspicions else raised) if as_raised else detect
+    raw = find(values, higher_is_better=better_up, settings=each)
     found = [c for c in raw if not _drift(values, c, better_up, each)]
     if not as_raised and raw and found and found[-1] is not raw[-1]:
         found = []  # the newest change is drift: the steps before it are its staircase
