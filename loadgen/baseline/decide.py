@@ -87,7 +87,7 @@ def decide(
     for metric in figures:
         if metric in plain:
             own = steps(plain[metric], WATCHED[metric].higher_is_better, each)
-            found = merged(own, joint.get(metric, []), as_raised=as_raised)
+            found = merged(own, joint.get(metric, []), as_raised=as_raised, max_after=each.max_after)
         else:
             assert counts is not None
             window = Counts(counts.events[start:], counts.trials[start:])

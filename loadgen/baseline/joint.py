@@ -108,12 +108,26 @@ def _usable(values: Sequence[float]) -> np.ndarray:
     return array[np.isfinite(array) & (array > 0)]
 
 
-def merged(own: list[Change], joint: list[Change], *, as_raised: bool) -> list[Change]:
+def merged(own: list[Change], joint: list[Change], *, as_raised: bool, max_after: int = 6) -> list[Change]:
     """A metric's own changes and the combined ones not already among them (within NEAR runs): in
-    the order raised (`as_raised`, the earliest raising kept) or by index (as they stand)."""
+    the order raised (`as_raised`, the earliest raising kept) or by index (as they stand). A suspected
+    newest run is dropped when a confirmed change (either test's) placed within `max_after` runs of it
+    was known by then: its own test compares it with the level before that change, which is stale."""
     kept = list(own)
     for change in sorted(joint, key=lambda c: c.detected_at):
         same = [c for c in kept if abs(c.index - change.index) <= NEAR and c.status == change.status]
         if not same or (as_raised and all(c.detected_at > change.detected_at for c in same)):
             kept.append(change)
+    kept = [c for c in kept if c.status != "suspected" or not _covered(c, kept, max_after)]
     return sorted(kept, key=(lambda c: c.detected_at) if as_raised else (lambda c: c.index))
+
+
+def _covered(suspect: Change, changes: list[Change], max_after: int) -> bool:
+    """Whether a confirmed change among `changes`, known at the suspicion's check, lies within
+    max_after runs before its newest run (as `changepoint.detect` covers its own suspicions)."""
+    return any(
+        c.status == "confirmed"
+        and c.detected_at <= suspect.detected_at
+        and c.index >= suspect.detected_at + 1 - max_after
+        for c in changes
+    )

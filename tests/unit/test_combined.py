@@ -131,3 +131,13 @@ def test_a_combined_change_is_reported_once_per_metric_the_earliest_raising_kept
         (30, 33),
     ]
     assert [(c.index, c.detected_at) for c in merged(own, joint, as_raised=False)] == [(10, 14), (30, 33)]
+
+
+def test_a_suspicion_after_a_combined_confirmed_change_is_dropped_as_stale() -> None:
+    # the combined test confirmed a change at 7 (by the check after run 10); the metric's own test,
+    # still at the level before 7, suspects run 11: within max_after (6) runs of 7, so it is dropped
+    own = [Change(11, 11, 1.0, 1.15, 1e-6, True, "suspected")]
+    joint = [Change(7, 10, 1.0, 1.15, 1e-4, True, "confirmed")]
+    assert [(c.index, c.status) for c in merged(own, joint, as_raised=False)] == [(7, "confirmed")]
+    late = [Change(20, 20, 1.0, 1.15, 1e-6, True, "suspected")]  # 13 runs later: a new suspicion
+    assert [c.index for c in merged(late, joint, as_raised=False)] == [7, 20]
