@@ -16,7 +16,7 @@ its pass (bench.check_histories.spare_runs). Figures per K, mean over the seed s
   - extra runs/100: confirmation runs per 100 scheduled passes (what K costs in machine time).
 The error rate is left out here (its count test raises no suspicions, and the synthetic confirmation
 runs carry no error counts): 7 metrics a series. Sizes per set: CONFIRM_SIZES (free,step5,step10;
-default 16,12,12); K: CONFIRM_K (default 0,1,2); seed sets as the main table (BASELINE_SEEDS).
+default 12,8,8); K: CONFIRM_K (default 0,2); seed sets as the main table (BASELINE_SEEDS).
 """
 
 from __future__ import annotations
@@ -155,8 +155,8 @@ def _ints(name: str, default: Sequence[int]) -> tuple[int, ...]:
 def run(seeds: Sequence[int], pool: PoolType, settings: DetectorSettings | None = None) -> None:
     """Print the table: one column per K, one row per figure."""
     settings = settings or DetectorSettings()
-    free, step5, step10 = _ints("CONFIRM_SIZES", (16, 12, 12))
-    ks = _ints("CONFIRM_K", (0, 1, 2))
+    free, step5, step10 = _ints("CONFIRM_SIZES", (12, 8, 8))
+    ks = _ints("CONFIRM_K", (0, 2))
     sizes = {"free": free, "drift": 0, "step5": step5, "step10": step10, "errors": 0}
     per_k: dict[int, list[dict[str, float]]] = {k: [] for k in ks}
     for seed in seeds:
