@@ -125,6 +125,14 @@ def check_history(
     )
 
 
+def spare_runs(rng: random.Random, h: CheckHistory, count: int, stepped: bool) -> dict[str, list[float]]:
+    """`count` more runs of `h`'s series (its noise and outliers, no drift) at its level before the
+    step or, `stepped`, after it: the confirmation runs a scheduler adds (the error rate left out)."""
+    if stepped and h.kind == "step":
+        return _values(rng, count, h.cv, "step", 0, h.step, h.moved)
+    return _values(rng, count, h.cv, "free", None, 0.0, ())
+
+
 def seed_set(seed: int, sizes: dict[str, int]) -> list[CheckHistory]:
     """One seed set: `sizes` maps `free`, `drift`, `step5`, `step10`, `errors` to how many histories."""
     rng = random.Random(seed)

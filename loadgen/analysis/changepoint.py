@@ -55,11 +55,13 @@ OUTLIER = 4.0  # runs further than this many MADs from the regime's median are l
 class DetectorSettings:
     """Knobs of the check; the defaults are the ones `make bench` measures."""
 
-    alpha: float = 0.003  # one-sided p-value a confirmed regression must beat: the budget of a check,
-    # split over its watched metrics (loadgen.baseline.decide)
+    alpha: float = 0.004  # one-sided p-value a confirmed regression must beat: the budget of a check,
+    # split over its combined tests and watched metrics (loadgen.baseline.decide)
+    combined_share: float = 0.8  # share of alpha spent on the combined tests of the metrics a step
+    # moves together (loadgen.baseline.joint); the rest is split over the single metrics
     improvement_alpha: float = 0.001  # and an improvement (not alarmed; a false one restarts the regime)
     suspect_alpha: float = 0.001  # p-value of the newest run alone, for a suspected change
-    min_before: int = 8  # runs of the first regime needed before a change can be placed
+    min_before: int = 6  # runs of the first regime needed before a change can be placed
     min_regime: int = 4  # runs of a later regime (its noise pooled with the earlier ones') needed
     max_before: int = 30  # at most this many runs before a candidate are compared
     min_after: int = 3  # runs after a change needed to confirm it
@@ -72,8 +74,9 @@ class DetectorSettings:
     # units each
     revise_within: int = 7  # runs after a change during which a later one found against the regime
     # before it replaces it (0: never revised)
-    confirm_runs: int = 0  # a scheduled pass re-runs a series with a suspected regression up to this
-    # many times at once (loadgen.baseline.cycle; 0: never; 2 are the runs min_after needs after one)
+    confirm_runs: int = 2  # a scheduled pass re-runs a series with a suspected regression (or a
+    # noisy newest run) up to this many times at once (loadgen.baseline.cycle; 0: never); 2 measured
+    # by bench/confirm_runs.py (fewer false alarms, 0.4 passes earlier, 4 runs more per 100 passes)
     # what makes a run noisy, kept out of a baseline check (loadgen.baseline.noisy; 0: not checked)
     max_lag_s: float = 0.5  # schedule lag p99 (send - due time) of the run
     max_steal: float = 0.10  # share of CPU time stolen from the client host during the run
@@ -243,6 +246,7 @@ class _Scan:
     changes: list[Change]
     raised: list[Change]
     regime: _Regime
+    suspected: list[Change] = field(default_factory=list)  # the newest run suspected, check by check
 
 
 def _revisable(regime: _Regime, previous: _Regime | None, end: int) -> _Regime | None:
@@ -251,11 +255,15 @@ def _revisable(regime: _Regime, previous: _Regime | None, end: int) -> _Regime |
     return previous if previous is not None and young else None
 
 
-def _scan(values: np.ndarray, higher_is_better: bool, settings: DetectorSettings) -> _Scan:
-    """Confirmed changes checking after each run (a young change revised, see the module's text)."""
+def _scan(
+    values: np.ndarray, higher_is_better: bool, settings: DetectorSettings, *, suspicions: bool = False
+) -> _Scan:
+    """Confirmed changes checking after each run (a young change revised, see the module's text);
+    with `suspicions`, also each check's suspected newest run."""
     regime, previous = _Regime(np.log(values), settings), None
     changes: list[Change] = []
     raised: list[Change] = []
+    suspected: list[Change] = []
     for end in range(settings.min_before + settings.min_after, len(values) + 1):
         for worse in (True, False):
             worse_up = worse != higher_is_better  # latency: worse is up; throughput: worse is down
@@ -281,16 +289,31 @@ def _scan(values: np.ndarray, higher_is_better: bool, settings: DetectorSettings
             previous, regime = copy.copy(base), base
             regime.restart(found[0])  # rebinds the regime's fields: `previous` keeps the earlier ones
             break
-    return _Scan(changes, raised, regime)
+        if suspicions:
+            suspected += _suspicion(values, regime, changes, end, higher_is_better)
+    return _Scan(changes, raised, regime, suspected)
 
 
-def _suspected(values: np.ndarray, regime: _Regime, higher_is_better: bool) -> Change | None:
-    """The newest run alone on the worse side of the level before it (p < suspect_alpha), or None."""
-    s, end = regime.settings, len(values)
+def _suspicion(
+    values: np.ndarray, regime: _Regime, changes: list[Change], end: int, higher_is_better: bool
+) -> list[Change]:
+    """What `detect` would add as suspected after run `end` (after that check's confirmations)."""
+    covered = bool(changes) and changes[-1].index >= end - regime.settings.max_after
+    found = None if covered else _suspected(values, regime, higher_is_better, end)
+    return [found] if found is not None else []
+
+
+def _suspected(
+    values: np.ndarray, regime: _Regime, higher_is_better: bool, end: int | None = None
+) -> Change | None:
+    """The newest run (of the first `end`) alone on the worse side of the level before it
+    (p < suspect_alpha), or None."""
+    s = regime.settings
+    end = len(values) if end is None else end
     if end - regime.start <= regime.need:
         return None
     worse_up = not higher_is_better
-    row = _row(regime.level(end - 1), regime.logs[end - 1 :], np.inf)
+    row = _row(regime.level(end - 1), regime.logs[end - 1 : end], np.inf)
     p = float(_t_test([row], worse_up)[0])
     change = _change(values, regime.start, end - 1, end, p, True, "suspected", s.max_before)
     return change if p < s.suspect_alpha and abs(change.relative) >= s.min_relative else None
@@ -328,6 +351,19 @@ def raised(
     settings = settings or DetectorSettings()
     kept, values = _usable(series)
     return [_reindex(c, kept) for c in _scan(values, higher_is_better, settings).raised]
+
+
+def suspected_at(
+    series: Sequence[float], *, higher_is_better: bool, settings: DetectorSettings | None = None
+) -> list[Change]:
+    """Every confirmed change as raised (`raised`) and, check by check, the newest run when `detect`
+    would have called it suspected, ordered by the check (`detected_at`): what a scheduler that
+    re-runs a suspected series sees after each run."""
+    settings = settings or DetectorSettings()
+    kept, values = _usable(series)
+    scan = _scan(values, higher_is_better, settings, suspicions=True)
+    found = sorted([*scan.raised, *scan.suspected], key=lambda c: c.detected_at)
+    return [_reindex(c, kept) for c in found]
 
 
 def _reindex(change: Change, kept: list[int]) -> Change:

@@ -5,7 +5,9 @@ outcome the scheduler counts.
 Confirmation runs: when the check leaves a series with an open *suspected* regression (its newest run
 alone reads worse), the pass at once runs that series again, up to `confirm_runs` times (the suite's
 `check:` setting), checking after each, until the suspicion is confirmed or cleared; a regression is
-then decided in this pass instead of waiting for the next scheduled ones."""
+then decided in this pass instead of waiting for the next scheduled ones. A series whose newest run
+is marked noisy in the store (loadgen.baseline.marks: the check left it out) is re-run the same way,
+so the pass still gives the series a usable run."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from collections.abc import Callable, Iterable
 from loadgen.baseline.annotate import annotate_changes
 from loadgen.baseline.check import Finding, gating
 from loadgen.baseline.gate import check_store
+from loadgen.baseline.marks import noisy_newest
 from loadgen.baseline.passrun import Log, RunFn, run_pass
 from loadgen.baseline.schedule import PassOutcome
 from loadgen.baseline.suite import Suite, load_suite
@@ -61,10 +64,12 @@ def scheduled_pass(
             log(f"  failed: {line}")
         findings = check_store(url, suite.name)
         for n in range(suite.detector.confirm_runs):
-            suspects = suspected_series(findings)
+            noisy = noisy_newest(url, suite.name)
+            suspects = sorted({*suspected_series(findings), *noisy})
             if not suspects:
                 break
-            log(f"confirmation run {n + 1} of {suite.detector.confirm_runs}: {', '.join(suspects)}")
+            why = ", ".join(f"{s} (newest run noisy: {noisy[s]})" if s in noisy else s for s in suspects)
+            log(f"confirmation run {n + 1} of {suite.detector.confirm_runs}: {why}")
             run_pass(only(suite, suspects), url, run_fn=run_fn, log=log, api_key=api_key)
             findings = check_store(url, suite.name)
         failing = gating(findings, fail_on)

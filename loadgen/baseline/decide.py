@@ -20,7 +20,7 @@ Drift: a change whose runs sit where the trend of the runs before it puts them
 
 Cost: a check scans the last `SCAN_WINDOW` runs of a series only (the detector compares at most
 `max_before` runs before a candidate, so older runs change nothing but where the scan starts): a check
-of a 1,000-run series costs what one of 90 runs does. A change older than the window is kept in the
+of a 1,000-run series costs what one of 60 runs does. A change older than the window is kept in the
 store's `changes` table as it was last found.
 """
 
@@ -29,23 +29,38 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-from loadgen.analysis.changepoint import Change, DetectorSettings, detect, raised
+from loadgen.analysis.changepoint import Change, DetectorSettings, detect, raised, suspected_at
 from loadgen.analysis.counts import Counts, count_changes, count_raised
 from loadgen.analysis.drift import Drift, drift_at, trend_explains
+from loadgen.baseline.joint import groups, joint_changes, merged
 from loadgen.baseline.metrics import WATCHED
 
 COUNT_METRICS = frozenset({"error_rate"})  # metrics with a count form (errors out of requests)
-SCAN_WINDOW = 90  # runs of a series a check scans (the newest): max_before (30) + 60
+SCAN_WINDOW = 60  # runs of a series a check scans (the newest): max_before (30) + 30 (at 90, with the
+# combined tests, a check of a 1,000-run series took 1.1-1.4 s on the loaded 2-core VM; at 60, 0.64 s)
 
 
-def per_metric(settings: DetectorSettings, watched: int) -> DetectorSettings:
-    """The settings each of `watched` metrics is tested at: the check's alpha split Bonferroni-wise."""
-    m = max(watched, 1)
+def shares(
+    settings: DetectorSettings, watched: int, combined: int = 0
+) -> tuple[DetectorSettings, DetectorSettings]:
+    """The settings each of `watched` metrics and each of `combined` combined tests is tested at: the
+    check's alpha, `combined_share` of it split over the combined tests, the rest over the metrics
+    (Bonferroni); without combined tests the metrics share all of it."""
+    share = settings.combined_share if combined else 0.0
+    return _split(settings, (1 - share) / max(watched, 1)), _split(settings, share / max(combined, 1))
+
+
+def per_metric(settings: DetectorSettings, watched: int, combined: int = 0) -> DetectorSettings:
+    """The settings each of `watched` metrics is tested at (see `shares`)."""
+    return shares(settings, watched, combined)[0]
+
+
+def _split(settings: DetectorSettings, fraction: float) -> DetectorSettings:
     return dataclasses.replace(
         settings,
-        alpha=settings.alpha / m,
-        suspect_alpha=settings.suspect_alpha / m,
-        loo_alpha=settings.loo_alpha / m,
+        alpha=settings.alpha * fraction,
+        suspect_alpha=settings.suspect_alpha * fraction,
+        loo_alpha=settings.loo_alpha * fraction,
     )
 
 
@@ -55,25 +70,47 @@ def decide(
     settings: DetectorSettings,
     *,
     as_raised: bool = False,
+    suspicions: bool = False,
 ) -> dict[str, list[Change]]:
     """metric -> its changes (as they stand; `as_raised`: every change as a check after each run raised
-    it), each metric at its share of the check's budget; `counts` feeds the count metrics."""
-    each = per_metric(settings, len(figures))
+    it, and with `suspicions` each check's suspected newest run too), each metric and each combined
+    test at its share of the check's budget; `counts` feeds the count metrics (never suspected)."""
+    start = max(max((len(v) for v in figures.values()), default=0) - SCAN_WINDOW, 0)
+    plain = {m: list(v[start:]) for m, v in figures.items() if m not in COUNT_METRICS or counts is None}
+    joinable = {m: v for m, v in plain.items() if m not in COUNT_METRICS}
+    each, joint_each = shares(settings, len(figures), len(groups(list(joinable))))
+
+    def steps(values: Sequence[float], better_up: bool, at: DetectorSettings) -> list[Change]:
+        return _steps(values, better_up, at, as_raised, suspicions)
+
+    joint = joint_changes(joinable, joint_each, steps, as_raised=as_raised)
     out: dict[str, list[Change]] = {}
-    for metric, values in figures.items():
-        start = max(len(values) - SCAN_WINDOW, 0)
-        if metric in COUNT_METRICS and counts is not None:
+    for metric in figures:
+        if metric in plain:
+            own = steps(plain[metric], WATCHED[metric].higher_is_better, each)
+            found = merged(own, joint.get(metric, []), as_raised=as_raised, max_after=each.max_after)
+        else:
+            assert counts is not None
             window = Counts(counts.events[start:], counts.trials[start:])
             found = (count_raised if as_raised else count_changes)(window, each)
-        else:
-            better_up = WATCHED[metric].higher_is_better
-            find = raised if as_raised else detect
-            raw = find(values[start:], higher_is_better=better_up, settings=each)
-            found = [c for c in raw if not _drift(values[start:], c, better_up, each)]
-            if not as_raised and raw and found and found[-1] is not raw[-1]:
-                found = []  # the newest change is drift: the steps before it are its staircase
         out[metric] = [_shifted(c, start) for c in found]
     return out
+
+
+def _steps(
+    values: Sequence[float],
+    better_up: bool,
+    each: DetectorSettings,
+    as_raised: bool,
+    suspicions: bool = False,
+) -> list[Change]:
+    """The step changes of one series (a metric or a combined one), drift left out."""
+    find = (suspected_at if suspicions else raised) if as_raised else detect
+    raw = find(values, higher_is_better=better_up, settings=each)
+    found = [c for c in raw if not _drift(values, c, better_up, each)]
+    if not as_raised and raw and found and found[-1] is not raw[-1]:
+        found = []  # the newest change is drift: the steps before it are its staircase
+    return found
 
 
 def _drift(values: Sequence[float], change: Change, better_up: bool, each: DetectorSettings) -> bool:

@@ -1,6 +1,7 @@
 """The check over a store: read the history, take each suite's watched metrics and detector settings
 from its newest run (the suite file's `metrics:` and `check:` are recorded in every run's manifest),
-find the change points and record them in the store's `changes` table. Also the exit status of
+find the change points and record them in the store's `changes` table, and mark the noisy runs in
+the `runs` table (loadgen.baseline.marks). Also the exit status of
 `baseline run` and `baseline check`."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from loadgen.analysis.changepoint import DetectorSettings
 from loadgen.baseline.changes import change_rows, started_times
 from loadgen.baseline.check import Finding, check_all, gating, noisy_runs
 from loadgen.baseline.history import StoredRun, read_history
+from loadgen.baseline.marks import marks, write_marks
 from loadgen.baseline.metrics import DEFAULT_METRICS, WATCHED
 from loadgen.store.changes import write_changes
 from loadgen.store.db import open_store
@@ -46,7 +48,18 @@ def check_store(
         findings = check_history(history, series)
         checked = [key for key in history if in_scope(key, series)]
         write_changes(store, change_rows(findings, started_times(history)), checked, now or datetime.now(UTC))
+        scoped = {key: history[key] for key in checked}
+        write_marks(store, marks(scoped, suite_settings(history)))
     return findings
+
+
+def suite_settings(history: Mapping[tuple[str, str], Sequence[StoredRun]]) -> dict[str, DetectorSettings]:
+    """suite -> the detector settings its newest run recorded (what the check decides with)."""
+    out = {}
+    for name in {s for s, _ in history}:
+        newest = max((r for k, r in history.items() if k[0] == name), key=lambda runs: runs[-1].started_at)
+        out[name] = recorded_check(newest)[1]
+    return out
 
 
 def readiness(url: StoreURL, suite: str) -> list[str]:

@@ -36,6 +36,10 @@ TOP_KEYS = (
 )
 SERIES_KEYS = ("name", "engine", "workload", "concurrency", "rate", "slo", "settings")
 CHECK_KEYS = tuple(f.name for f in dataclasses.fields(DetectorSettings))
+# check settings where 0 turns the thing off (every other one must be positive)
+ZERO_MEANS_OFF = frozenset(
+    {"confirm_runs", "revise_within", "combined_share", "max_lag_s", "max_steal", "max_load_per_cpu"}
+)
 
 
 @dataclass(frozen=True)
@@ -159,6 +163,11 @@ def _detector(check: Checker, node: Node | None) -> DetectorSettings:
     defaults = DetectorSettings()
     for key, item in check.mapping(node, "check", CHECK_KEYS).items():
         integer = isinstance(getattr(defaults, key), int)
+        if key in ZERO_MEANS_OFF and item.value == 0 and not isinstance(item.value, bool):
+            values[key] = 0 if integer else 0.0
+            continue
         number = check.number(item, f"check {key}", float(getattr(defaults, key)), integer=integer)
+        if key == "combined_share" and number > 1:
+            check.bad(item, f"check combined_share must be at most 1 (a share of alpha), got {number!r}")
         values[key] = int(number) if integer else number
     return dataclasses.replace(defaults, **values)

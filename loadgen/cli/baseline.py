@@ -20,6 +20,7 @@ import click
 
 from loadgen.baseline.check import FAIL_ON, Finding
 from loadgen.baseline.gate import EXIT_BAD_INPUT, EXIT_PASS_FAILED, check_store, exit_status, readiness
+from loadgen.baseline.marks import left_out
 from loadgen.baseline.report import console, document, markdown
 from loadgen.baseline.stop import PassInterrupted, StopSignals
 from loadgen.baseline.suite import Suite, load_suite
@@ -180,6 +181,8 @@ def check(
     """Change points of every stored series and metric, each with the ranked manifest diff."""
     url = _store(store, results_dir)
     findings = _check(url, suite, series)
+    for line in left_out(url, suite, series):  # the check says which runs it left out, and why
+        click.echo(line, err=True)
     _annotate(url, grafana_url)
     _show(findings, as_json, markdown_file, fail_on)
     sys.exit(exit_status(findings, fail_on))

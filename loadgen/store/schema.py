@@ -105,6 +105,11 @@ RUNS_V2: tuple[tuple[str, str], ...] = (("row_hash", TEXT),)
 # only `shard IS NULL` rows, so a shard's slice never counts as a run.
 RUNS_V4: tuple[tuple[str, str], ...] = (("shard", TEXT),)
 RUNS_COLUMNS = RUNS_V1 + RUNS_V2 + RUNS_V4
+# Version 5: `noisy` is why the run's own record says it was unreliable ("; "-joined reasons of
+# loadgen.baseline.noisy) as the last baseline check of its series found it, NULL when it is not (or
+# was never checked). The check writes it, not the run writer: it is not in RUNS_COLUMNS, so a re-import
+# keeps it, and the next check brings it up to date.
+RUNS_V5: tuple[tuple[str, str], ...] = (("noisy", TEXT),)
 WHOLE_RUNS = "shard IS NULL"  # the condition every reader of whole runs adds
 COLUMN_KINDS = dict(RUNS_COLUMNS)
 
@@ -166,8 +171,12 @@ def _v4(d: Dialect) -> list[str]:
     ]
 
 
+def _v5(d: Dialect) -> list[str]:
+    return [f"ALTER TABLE runs ADD COLUMN {name} {d.types[kind]}" for name, kind in RUNS_V5]
+
+
 # Migration N brings a database from version N-1 to N; one transaction each.
-MIGRATIONS: tuple[Callable[[Dialect], list[str]], ...] = (_v1, _v2, _v3, _v4)
+MIGRATIONS: tuple[Callable[[Dialect], list[str]], ...] = (_v1, _v2, _v3, _v4, _v5)
 LATEST = len(MIGRATIONS)
 
 CREATE_VERSION_TABLE = "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"
@@ -254,6 +263,19 @@ def unannotated_changes(d: Dialect) -> str:
 def set_annotation(d: Dialect) -> str:
     """Record the annotation pushed for one change (parameters: the key and `annotation_id`)."""
     return f"UPDATE changes SET annotation_id = {d.placeholder('annotation_id')} WHERE {_one_change(d)}"
+
+
+def mark_noisy(d: Dialect) -> str:
+    """Set one run's noisy mark (parameters `run_id`, `noisy`: the reasons, or NULL)."""
+    return f"UPDATE runs SET noisy = {d.placeholder('noisy')} WHERE run_id = {d.placeholder('run_id')}"
+
+
+def select_noisy(d: Dialect) -> str:
+    """(run_id, noisy) of the marked runs of one series (parameter `series_key`), oldest first."""
+    return (
+        f"SELECT run_id, noisy FROM runs WHERE series_key = {d.placeholder('series_key')} "
+        f"AND noisy IS NOT NULL AND {WHOLE_RUNS} ORDER BY started_at"
+    )
 
 
 def select_changes(d: Dialect) -> str:

@@ -22,11 +22,13 @@ from loadgen.baseline.check import noisy_runs
 from loadgen.baseline.cycle import scheduled_pass
 from loadgen.baseline.gate import check_store, readiness, recorded_check
 from loadgen.baseline.history import read_history
+from loadgen.baseline.marks import stored_marks
 from loadgen.baseline.schedule import Scheduler, SchedulerMetrics
 from loadgen.config import RunConfig
 from loadgen.records import RunResult
 from loadgen.run.runner import run_benchmark_sync
 from loadgen.store.db import open_store
+from loadgen.store.url import StoreURL
 from tests.baseline_support import SteppedClock
 from tests.store_support import loadgen, store_url
 
@@ -98,7 +100,7 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
     def run_fn(config: RunConfig) -> RunResult:
         series = (config.extra_manifest.get("baseline") or {}).get("series")
-        if series != "noisy" or current["pass"] != STALLED_AT:
+        if series != "noisy" or current["pass"] != STALLED_AT or current.get("stalled"):
             return run_benchmark_sync(config)
         real = manifest_module.host_load
         # a host stalled by a noisy neighbour cannot be made on demand: its load reading is mocked
@@ -107,6 +109,8 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             return run_benchmark_sync(config)
         finally:
             manifest_module.host_load = real
+            current["stalled"] = 1  # the neighbour leaves: the pass's re-run measures the engine alone
+            factors["noisy"].write_text("1.0")
 
     one = scheduled_pass(str(suite), url, run_fn=run_fn, log=lambda m: None)
     Scheduler("0 2 * * *", one, SchedulerMetrics("noisy"), clock=SteppedClock(before_pass)).run(passes=PASSES)
@@ -145,10 +149,27 @@ def test_one_run_of_a_stalled_host_opens_nothing(history: dict[str, Any]) -> Non
     assert list(noisy_runs(runs, None)) == []  # the load bound is off by default ...
     _, settings = recorded_check(runs)
     assert noisy_runs(runs, settings) == {stalled.run_id: ["host load: load average 100.0 per CPU > 50"]}
+    # the scheduler re-ran the series at once (its newest run was noisy): one run more than passes, the
+    # re-run usable (the noisy runs above are the stalled one only)
+    assert len(runs) == PASSES + 1
     lines = readiness(history["url"], "noisy")
-    assert any("noisy/noisy@" in line and f": {PASSES - 1} usable run(s)" in line for line in lines), lines
+    assert any("noisy/noisy@" in line and f": {PASSES} usable run(s)" in line for line in lines), lines
     findings = [f for f in check_store(history["url"], "noisy") if f.series.startswith("noisy/noisy@")]
     assert not [f for f in findings if f.worse and f.open], findings
+    # the store keeps the mark, and the check says which run it left out and why
+    key = next(k for (_, k) in read_history_keys(history["url"]) if k.startswith("noisy/noisy@"))
+    with open_store(history["url"]) as store:
+        assert stored_marks(store, key) == {stalled.run_id: "host load: load average 100.0 per CPU > 50"}
+    result = loadgen(
+        "baseline", "check", "--suite", "noisy", "--series", "noisy", "--store", history["store"]
+    )
+    assert result.exit_code == 0, result.output
+    assert f"left out of the check: noisy run {stalled.run_id} of {key} (host load" in result.stderr
+
+
+def read_history_keys(url: StoreURL) -> list[tuple[str, str]]:
+    with open_store(url) as store:
+        return list(read_history(store, "noisy"))
 
 
 @pytest.mark.timeout(300)

@@ -49,12 +49,22 @@ def test_a_series_is_one_baseline_phase_with_one_load_point() -> None:
         (("name: nightly", "name: nightly\nmetrics: [tpot_p98]"), 2, "unknown metric 'tpot_p98'"),
         (("name: nightly", "name: nightly\ncheck: {min_befor: 3}"), 2, "unknown key 'min_befor'"),
         (("concurrency: 8", "concurrency: 8, rate: 2"), 5, "exactly one load point"),
+        (("name: nightly", "name: nightly\ncheck: {min_after: 0}"), 2, "positive integer, got 0"),
+        (("name: nightly", "name: nightly\ncheck: {combined_share: 1.5}"), 2, "at most 1"),
     ],
 )
 def test_bad_suites_name_file_and_line(edit: tuple[str, str], line: int, words: str) -> None:
     with pytest.raises(PlanError) as caught:
         parse_suite(GOOD.replace(*edit), "s.yaml")
     assert any(p.startswith(f"s.yaml:{line}:") and words in p for p in caught.value.problems), caught.value
+
+
+def test_zero_turns_off_the_settings_that_say_so() -> None:
+    suite = parse_suite(
+        GOOD.replace("name: nightly", "name: nightly\ncheck: {confirm_runs: 0, combined_share: 0}")
+    )
+    assert (suite.detector.confirm_runs, suite.detector.combined_share) == (0, 0.0)
+    assert parse_suite(GOOD).detector.confirm_runs == 2  # the default, from bench/confirm_runs.py
 
 
 def test_duplicate_series_are_refused() -> None:

@@ -99,16 +99,16 @@ def test_a_change_soon_after_another_is_found_with_the_earlier_regimes_noise() -
     # runs 20-25 at +15%, then +30% from run 26: the second regime has only 6 runs (< min_before 8),
     # so its level comes from those 6 and its noise from them pooled with the first regime's residuals
     series = noisy(20, 0.040, 0.02, 14) + noisy(6, 0.046, 0.02, 15) + noisy(6, 0.052, 0.02, 16)
-    settings = DetectorSettings()
+    settings = DetectorSettings(min_before=8)
     assert settings.min_regime < 6 < settings.min_before
-    changes = confirmed(series, higher_is_better=False)
+    changes = confirmed(series, higher_is_better=False, settings=settings)
     assert [(c.index, c.worse) for c in changes] == [(20, True), (26, True)]
     assert changes[1].detected_at <= 28  # raised by the third run at the newest level
 
 
 def test_a_new_regime_needs_min_regime_runs_before_its_next_change() -> None:
     series = noisy(20, 0.040, 0.02, 14) + noisy(6, 0.046, 0.02, 15) + noisy(6, 0.052, 0.02, 16)
-    strict = DetectorSettings(min_regime=8)  # as before: a new regime waited min_before runs
+    strict = DetectorSettings(min_before=8, min_regime=8)  # as before: a new regime waited min_before runs
     indexes = [c.index for c in confirmed(series, higher_is_better=False, settings=strict)]
     assert indexes[0] == 20
     assert all(i >= 28 for i in indexes[1:])  # the step at 26 cannot be placed where it is
@@ -168,3 +168,29 @@ def test_an_improvement_needs_improvement_alpha_a_regression_alpha() -> None:
     assert [c.index for c in confirmed(better, higher_is_better=False)] == [20]
     assert confirmed(better, higher_is_better=False, settings=strict) == []
     assert [c.index for c in confirmed(worse, higher_is_better=False, settings=strict)] == [20]
+
+
+def test_suspected_at_gives_each_checks_suspicion_then_the_confirmation_in_check_order() -> None:
+    from loadgen.analysis.changepoint import suspected_at
+
+    series = [*noisy(20, 0.040, 0.02, 8), 0.050, 0.051, 0.050]  # 25% worse from run 20 on
+    seen = [
+        (c.index, c.detected_at, c.status) for c in suspected_at(series, higher_is_better=False) if c.worse
+    ]
+    # checks after runs 20 and 21 suspect the newest run alone; the check after run 22 (3 runs at the
+    # new level: min_after) confirms the change at 20 and suspects nothing more
+    assert seen == [(20, 20, "suspected"), (21, 21, "suspected"), (20, 22, "confirmed")]
+    assert [c for c in suspected_at(series, higher_is_better=False) if c.status == "confirmed"] == raised(
+        series, higher_is_better=False
+    )
+
+
+def test_a_first_change_is_found_from_run_6() -> None:
+    # 6 runs of the first regime (min_before 6), then 10% worse: the t-test's pooled noise has 6 + 3 - 2
+    # = 7 degrees of freedom, which its p-value accounts for; the change is placed at run 6 and raised
+    # by the check after run 8, the third run at the new level
+    series = noisy(6, 0.040, 0.01, 21) + noisy(3, 0.044, 0.01, 22)
+    (change,) = confirmed(series, higher_is_better=False)
+    assert (change.index, change.detected_at) == (6, 8)
+    assert DetectorSettings().min_before == 6
+    assert confirmed(series[:8], higher_is_better=False) == []  # 2 runs after: not yet
