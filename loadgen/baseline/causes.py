@@ -89,6 +89,14 @@ def _absent(value: Any) -> bool:
     return value is None or value in ({}, [], "")
 
 
+def _at(manifest: Mapping[str, Any], dotted: str) -> Any:
+    """The value at a dotted path of a manifest (None where a step is missing)."""
+    value: Any = manifest
+    for part in dotted.split("."):
+        value = value.get(part) if isinstance(value, Mapping) else None
+    return value
+
+
 def _opened(rows: Iterable[Difference]) -> list[Difference]:
     """Every row with its context rows opened into the raw keys they fold (a count is no cause)."""
     out: list[Difference] = []
@@ -113,9 +121,12 @@ def recorded_causes(
     for row in rows:
         if row.key.startswith(PER_PASS_PREFIXES) or (_absent(row.a) and _absent(row.b)):
             continue
-        if _absent(row.a) != _absent(row.b):  # a section one run lacks, whatever its keys are
-            section = ".".join(re.split(r"[.[]", row.key)[:2])
-            side = "the run after" if _absent(row.b) else "the run before"
+        section = ".".join(re.split(r"[.[]", row.key)[:2])
+        lacking = after if _absent(row.b) else before
+        if _absent(row.a) != _absent(row.b) and _absent(_at(lacking, section)):
+            # a section one run lacks, whatever its keys are (a key new in a section both runs
+            # recorded, such as a launch flag added, is a difference like any other)
+            side = "the run after" if lacking is after else "the run before"
             missing.setdefault(section, f"{section}: not recorded by {side}")
             continue
         if not per_pass(row.key) and not only_ports_differ(row.a, row.b):

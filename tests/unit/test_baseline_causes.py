@@ -59,6 +59,18 @@ def test_a_vanished_exporter_is_missing_not_a_cause() -> None:
     assert missing == ("exporter.engines: not recorded by the run after",)
 
 
+def test_a_launch_flag_added_is_a_cause_not_a_missing_section() -> None:
+    before = _manifest("pass-1", "run1")
+    before["engine"]["launch_args"] = {"max_num_seqs": 8, "port": "59213"}
+    after = _manifest("pass-2", "run2", version="0.34.0")
+    after["engine"]["launch_args"] = {"max_num_seqs": 8, "port": "56841", "speed_factor": "1.3"}
+    ranked, missing = recorded_causes(before, after)
+    keys = [r["key"] for r in ranked]
+    assert keys[0] == "engine.version"
+    assert "engine.launch_args.speed_factor" in keys
+    assert missing == ()  # both runs recorded the section: one key new in it is no missing fact
+
+
 def test_no_difference_text() -> None:
     assert NO_DIFFERENCE.startswith("no recorded difference: the cause is outside the run record")
 
