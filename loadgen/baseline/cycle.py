@@ -41,6 +41,23 @@ def only(suite: Suite, names: Iterable[str]) -> Suite:
     return dataclasses.replace(suite, plan=dataclasses.replace(suite.plan, phases=phases))
 
 
+def confirm(
+    suite: Suite, url: StoreURL, findings: list[Finding], *, run_fn: RunFn, log: Log, api_key: str | None
+) -> list[Finding]:
+    """The confirmation runs after a pass (module docstring): the series with an open suspected
+    regression or a noisy newest run, run again up to `confirm_runs` times; the findings after them."""
+    for n in range(suite.detector.confirm_runs):
+        noisy = noisy_newest(url, suite.name)
+        suspects = sorted({*suspected_series(findings), *noisy})
+        if not suspects:
+            break
+        why = ", ".join(f"{s} (newest run noisy: {noisy[s]})" if s in noisy else s for s in suspects)
+        log(f"confirmation run {n + 1} of {suite.detector.confirm_runs}: {why}")
+        run_pass(only(suite, suspects), url, run_fn=run_fn, log=log, api_key=api_key)
+        findings = check_store(url, suite.name)
+    return findings
+
+
 def scheduled_pass(
     suite_file: str,
     url: StoreURL,
@@ -62,16 +79,7 @@ def scheduled_pass(
         result = run_pass(suite, url, run_fn=run_fn, log=log, api_key=api_key)
         for line in result.failures():
             log(f"  failed: {line}")
-        findings = check_store(url, suite.name)
-        for n in range(suite.detector.confirm_runs):
-            noisy = noisy_newest(url, suite.name)
-            suspects = sorted({*suspected_series(findings), *noisy})
-            if not suspects:
-                break
-            why = ", ".join(f"{s} (newest run noisy: {noisy[s]})" if s in noisy else s for s in suspects)
-            log(f"confirmation run {n + 1} of {suite.detector.confirm_runs}: {why}")
-            run_pass(only(suite, suspects), url, run_fn=run_fn, log=log, api_key=api_key)
-            findings = check_store(url, suite.name)
+        findings = confirm(suite, url, check_store(url, suite.name), run_fn=run_fn, log=log, api_key=api_key)
         failing = gating(findings, fail_on)
         annotate_changes(url, *grafana, log=log)
         if result.outcome != "ok":

@@ -134,19 +134,27 @@ def run(
     grafana_url: str | None,
 ) -> None:
     """One pass of every series (rows to the store), then the check; exit status as the group says."""
+    from loadgen.baseline.cycle import confirm
     from loadgen.baseline.passrun import run_pass
     from loadgen.run.runner import run_benchmark_sync
 
     suite = _suite(suite_file, results_dir)
     url = _store(store, suite.plan.results_dir)
     api_key = os.environ.get("LOADGEN_API_KEY") or os.environ.get("OPENAI_API_KEY")
-    result = run_pass(
-        suite, url, run_fn=run_benchmark_sync, log=lambda m: click.echo(m, err=True), api_key=api_key
-    )
+
+    def log(message: str) -> None:
+        click.echo(message, err=True)
+
+    result = run_pass(suite, url, run_fn=run_benchmark_sync, log=log, api_key=api_key)
     click.echo(f"pass {result.pass_id} of {suite.name}: {result.outcome}", err=True)
     for line in result.failures():
         click.echo(f"  failed: {line}", err=True)
     findings = _check(url, suite.name, None)
+    try:  # a suspected change or a noisy newest run: confirmation runs at once (`confirm_runs`)
+        findings = confirm(suite, url, findings, run_fn=run_benchmark_sync, log=log, api_key=api_key)
+    except (StoreError, ManifestError) as exc:
+        click.echo(f"Error: results store {url.public}: {exc}", err=True)
+        sys.exit(EXIT_PASS_FAILED)
     _annotate(url, grafana_url)
     _readiness(url, suite.name)
     _show(findings, as_json, markdown_file, fail_on)
