@@ -306,16 +306,22 @@ def _suspicion(
 def _suspected(
     values: np.ndarray, regime: _Regime, higher_is_better: bool, end: int | None = None
 ) -> Change | None:
-    """The newest run (of the first `end`) alone on the worse side of the level before it
-    (p < suspect_alpha), or None."""
+    """The newest runs (of the first `end`), fewer than `min_after`, on the worse side of the level
+    before them (p < suspect_alpha), or None. Each block of the newest 1 .. min_after - 1 runs is
+    tested against the level before it, and the smallest p-value, times the blocks tested
+    (Bonferroni), decides: a step two runs old is suspected too, not only one a run old (the level
+    before the newest run alone would carry the step's first run and hide it)."""
     s = regime.settings
     end = len(values) if end is None else end
-    if end - regime.start <= regime.need:
-        return None
     worse_up = not higher_is_better
-    row = _row(regime.level(end - 1), regime.logs[end - 1 : end], np.inf)
-    p = float(_t_test([row], worse_up)[0])
-    change = _change(values, regime.start, end - 1, end, p, True, "suspected", s.max_before)
+    blocks = [k for k in range(1, max(1, s.min_after - 1) + 1) if end - k - regime.start >= regime.need]
+    if not blocks:
+        return None
+    rows = [_row(regime.level(end - k), regime.logs[end - k : end], np.inf) for k in blocks]
+    p_values = _t_test(rows, worse_up)
+    best = int(np.argmin(p_values))
+    p = min(1.0, float(p_values[best]) * len(blocks))
+    change = _change(values, regime.start, end - blocks[best], end, p, True, "suspected", s.max_before)
     return change if p < s.suspect_alpha and abs(change.relative) >= s.min_relative else None
 
 

@@ -177,9 +177,9 @@ def test_suspected_at_gives_each_checks_suspicion_then_the_confirmation_in_check
     seen = [
         (c.index, c.detected_at, c.status) for c in suspected_at(series, higher_is_better=False) if c.worse
     ]
-    # checks after runs 20 and 21 suspect the newest run alone; the check after run 22 (3 runs at the
-    # new level: min_after) confirms the change at 20 and suspects nothing more
-    assert seen == [(20, 20, "suspected"), (21, 21, "suspected"), (20, 22, "confirmed")]
+    # the check after run 20 suspects the newest run, the one after run 21 the newest two (the change
+    # at 20); the check after run 22 (3 runs at the new level: min_after) confirms the change at 20
+    assert seen == [(20, 20, "suspected"), (20, 21, "suspected"), (20, 22, "confirmed")]
     assert [c for c in suspected_at(series, higher_is_better=False) if c.status == "confirmed"] == raised(
         series, higher_is_better=False
     )
@@ -194,3 +194,12 @@ def test_a_first_change_is_found_from_run_6() -> None:
     assert (change.index, change.detected_at) == (6, 8)
     assert DetectorSettings().min_before == 6
     assert confirmed(series[:8], higher_is_better=False) == []  # 2 runs after: not yet
+
+
+def test_a_step_two_runs_old_is_suspected_though_its_newest_run_alone_is_not() -> None:
+    # what a 6-pass tutorial store held (TPOT p99, ms): the level before the newest run carries the
+    # step's first run, so the newest alone does not stand out; the newest two against the 6 before do
+    tpot = [1.402, 1.505, 1.389, 1.495, 1.447, 1.379, 1.81, 1.765]
+    found = detect(tpot, higher_is_better=False, settings=DetectorSettings(min_before=5))
+    assert [(c.index, c.status) for c in found] == [(6, "suspected")]
+    assert found[0].p_value < DetectorSettings().suspect_alpha
