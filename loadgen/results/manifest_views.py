@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from infergauge.engines import ENGINES
+from infergauge.engines.serving import engine_ports, serves
 
 SERVED = "served"  # the key of the exporter's engine that served the run
 
@@ -42,17 +42,6 @@ def _host(url: Any) -> str | None:
         return urlsplit(str(url or "")).hostname
     except ValueError:
         return None
-
-
-_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0", "::"})
-
-
-def _same_host(engine_url: Any, base_url: Any) -> bool:
-    """False only when both URLs name hosts and they clearly differ (loopback names are one host)."""
-    mine, theirs = _host(base_url), _host(engine_url)
-    if not mine or not theirs:
-        return True
-    return mine == theirs or (mine in _LOOPBACK and theirs in _LOOPBACK)
 
 
 @dataclass(frozen=True)
@@ -127,14 +116,9 @@ class ExporterEngine:
 
     @property
     def ports(self) -> set[int]:
-        """Ports it serves on: its URL's, its `--port` flag's, else its engine's default (the rule
-        loadgen.targets.exporter_client.engine_ports attaches an exporter by)."""
-        ports = {self.port} if self.port is not None else set()
-        flag = as_dict(self.raw.get("args")).get("port")
-        if flag is not None and str(flag).isdigit():
-            ports.add(int(str(flag)))
-        spec = ENGINES.get(str(self.engine))
-        return ports or ({spec.default_port} if spec is not None else set())
+        """Ports it serves on (infergauge.engines.serving.engine_ports, the rule an exporter is
+        attached by)."""
+        return engine_ports(self.raw)
 
     @property
     def identity(self) -> str:
@@ -173,9 +157,8 @@ class Exporter:
     def serving(self, base_url: str | None) -> ExporterEngine | None:
         """The watched engine that serves `base_url` (its port, not another host), else the only one
         watched, else None."""
-        port = url_port(base_url)
         for engine in self.engines:
-            if port is not None and port in engine.ports and _same_host(engine.url, base_url):
+            if serves(engine.raw, base_url):
                 return engine
         return self.engines[0] if len(self.engines) == 1 else None
 

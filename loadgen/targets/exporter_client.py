@@ -12,9 +12,8 @@ from __future__ import annotations
 import asyncio
 import json
 from typing import Any
-from urllib.parse import urlsplit
 
-from infergauge import engines
+from infergauge.engines.serving import engine_ports, serves
 from infergauge.redact import redact_url
 from loadgen.config import NO_EXPORTER
 from loadgen.transport.plainhttp import HttpSession, PlainSession, client_errors
@@ -73,55 +72,9 @@ async def fetch_exporter_manifest(
     return manifest, redact_url(manifest_url(url or default))
 
 
-def _port(url: str | None) -> int | None:
-    try:
-        parts = urlsplit(url or "")
-        return parts.port or ({"http": 80, "https": 443}.get(parts.scheme) if parts.hostname else None)
-    except ValueError:
-        return None
-
-
-def engine_ports(engine: dict[str, Any]) -> set[int]:
-    """Ports an exporter-reported engine serves on: its URL's, its `--port` flag's, else its default."""
-    ports = {p for p in (_port(engine.get("url")),) if p is not None}
-    flag = (engine.get("args") or {}).get("port")
-    if flag is not None and str(flag).isdigit():
-        ports.add(int(str(flag)))
-    spec = engines.ENGINES.get(str(engine.get("engine")))
-    if not ports and spec is not None:
-        ports.add(spec.default_port)
-    return ports
-
-
-_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0", "::"})
-
-
-def _host(url: str | None) -> str | None:
-    try:
-        return urlsplit(url or "").hostname
-    except ValueError:
-        return None
-
-
-def _same_host(engine_url: str | None, base_url: str) -> bool:
-    """False only when both URLs name hosts and they clearly differ (loopback names are one host)."""
-    mine, theirs = _host(base_url), _host(engine_url)
-    if not mine or not theirs:
-        return True
-    return mine == theirs or (mine in _LOOPBACK and theirs in _LOOPBACK)
-
-
 def match_engine(exporter_engines: list[dict[str, Any]], base_url: str) -> dict[str, Any] | None:
     """The exporter engine that serves `base_url` (same port, and not another host), None when none does."""
-    port = _port(base_url)
-    return next(
-        (
-            e
-            for e in exporter_engines
-            if port is not None and port in engine_ports(e) and _same_host(e.get("url"), base_url)
-        ),
-        None,
-    )
+    return next((e for e in exporter_engines if serves(e, base_url)), None)
 
 
 async def attach_exporter(
