@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from infergauge.engines.base import MISSING, dig
 from loadgen.analysis.diff import manifest_differences
 from loadgen.analysis.diff_rank import Difference
 
@@ -86,15 +87,7 @@ def per_pass(key: str) -> bool:
 
 
 def _absent(value: Any) -> bool:
-    return value is None or value in ({}, [], "")
-
-
-def _at(manifest: Mapping[str, Any], dotted: str) -> Any:
-    """The value at a dotted path of a manifest (None where a step is missing)."""
-    value: Any = manifest
-    for part in dotted.split("."):
-        value = value.get(part) if isinstance(value, Mapping) else None
-    return value
+    return value is None or value is MISSING or value in ({}, [], "")
 
 
 def _opened(rows: Iterable[Difference]) -> list[Difference]:
@@ -123,7 +116,7 @@ def recorded_causes(
             continue
         section = ".".join(re.split(r"[.[]", row.key)[:2])
         lacking = after if _absent(row.b) else before
-        if _absent(row.a) != _absent(row.b) and _absent(_at(lacking, section)):
+        if _absent(row.a) != _absent(row.b) and _absent(dig(lacking, section)):
             # a section one run lacks, whatever its keys are (a key new in a section both runs
             # recorded, such as a launch flag added, is a difference like any other)
             side = "the run after" if lacking is after else "the run before"
