@@ -305,7 +305,7 @@ def test_item16_make_demo_runs_while_the_default_metrics_port_is_taken(tmp_path:
     with socket.socket() as taken:
         taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         with contextlib.suppress(OSError):  # already taken by someone else is as good
-            taken.bind(("0.0.0.0", 9403))
+            taken.bind(("0.0.0.0", RunConfig().metrics_port))  # the default port, read, not named
             taken.listen()
         venv = Path(sys.executable).parent.parent
         args = ["make", "-s", "demo", "DEMO_SECONDS=2", f"DEMO_RESULTS={tmp_path}", f"VENV={venv}"]
