@@ -22,7 +22,7 @@ import json as jsonlib
 import sys
 from types import TracebackType
 from typing import Any, Protocol
-from urllib.parse import unquote, urlsplit
+from urllib.parse import SplitResult, unquote, urlsplit
 
 MAX_HEAD = 65536
 
@@ -161,6 +161,15 @@ class PlainSession:
         return _Exchange(self, "POST", url, kwargs)
 
 
+def url_basic_auth(parts: SplitResult) -> str | None:
+    """`Basic ...`, the Authorization value of the credentials a URL carries (`user:password@`, as
+    aiohttp sends them), or None when it carries none."""
+    if parts.username is None:
+        return None
+    user = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+    return "Basic " + base64.b64encode(user.encode()).decode()
+
+
 def request_bytes(method: str, url: str, headers: dict[str, str], kwargs: dict[str, Any]) -> bytes:
     """The request's bytes (head and body) for `url` with the session's and the call's headers."""
     parts = urlsplit(url)
@@ -169,9 +178,9 @@ def request_bytes(method: str, url: str, headers: dict[str, str], kwargs: dict[s
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     body: bytes = b""
     fields = {"Host": netloc, "Accept": "*/*", "Accept-Encoding": "identity", "Connection": "close"}
-    if parts.username is not None:
-        user = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
-        fields["Authorization"] = "Basic " + base64.b64encode(user.encode()).decode()
+    basic = url_basic_auth(parts)
+    if basic is not None:
+        fields["Authorization"] = basic
     fields.update(headers)
     fields.update(kwargs.get("headers") or {})
     if kwargs.get("json") is not None:

@@ -12,17 +12,17 @@ cancellation closes the connection.
 from __future__ import annotations
 
 import asyncio
-import base64
 import os
 import threading
 import time
 from collections.abc import Callable
 from functools import partial
 from typing import cast
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from loadgen.records import RequestRecord, mark_cut_short
 from loadgen.transport.chunked import MAX_CHUNK_HEAD, ChunkedBody, Reads, chunk_size_prefix
+from loadgen.transport.plainhttp import url_basic_auth
 
 MAX_HEAD = 65536
 _STATUS_START = b"HTTP/1."  # what every response head starts with
@@ -284,10 +284,10 @@ class RawClient:
         self.prefix = url.path.rstrip("/")
         self.timeout_s = timeout_s
         host = url.netloc.rsplit("@", 1)[-1]
+        basic = url_basic_auth(url)  # as aiohttp: credentials in the URL, unless an API key is given
         auth = f"Authorization: Bearer {api_key}\r\n" if api_key else ""
-        if not api_key and url.username is not None:  # as aiohttp: credentials in the URL
-            basic = base64.b64encode(f"{unquote(url.username)}:{unquote(url.password or '')}".encode())
-            auth = f"Authorization: Basic {basic.decode()}\r\n"
+        if not api_key and basic is not None:
+            auth = f"Authorization: {basic}\r\n"
         self._fixed = (
             f"Host: {host}\r\nContent-Type: application/json\r\nAccept-Encoding: identity\r\n{auth}"
         ).encode()
