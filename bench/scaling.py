@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from bench import host_noise
 from bench.late_sends import late_spread
 from bench.reuseport_servers import ServerGroup
 from loadgen.scale.pinning import sysfs_siblings
@@ -251,6 +252,7 @@ class Outcome:
     truth: dict[str, list[int]]
     split: tuple[int, ...]
     wall_s: float = 0.0
+    noise: str = ""  # what the host took from the client's cores (bench.host_noise)
 
 
 def loadgen_cmd(url: str, workers: int | None, args: Sequence[str]) -> list[str]:
@@ -274,6 +276,7 @@ def run_point(servers: Servers, workers: int | None, args: Sequence[str], cores:
     cmd = loadgen_cmd(servers.url, workers, args)
     with tempfile.TemporaryDirectory() as out:
         before, cpu0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), servers.cpu(), time.monotonic()
+        ticks0 = host_noise.cpu_times()
         done = subprocess.run(
             [*cmd, "--results-dir", out],
             capture_output=True,
@@ -282,6 +285,7 @@ def run_point(servers: Servers, workers: int | None, args: Sequence[str], cores:
             check=False,
         )
         wall, cpu1 = time.monotonic() - t0, servers.cpu()  # wall: the fallback when nothing was served
+        steal = host_noise.steal_share(ticks0, host_noise.cpu_times(), cores)
         # before the dump: the reference server is a child too, reaped (and counted) when it ends there
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         truth = servers.dump()  # also after a failed run: the next point starts with empty servers
@@ -295,7 +299,8 @@ def run_point(servers: Servers, workers: int | None, args: Sequence[str], cores:
     base_ns = perf_base(parse_start_at(start_at)) if start_at else 0
     client = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     busy = max(b - a for a, b in zip(cpu0, cpu1, strict=True)) / (serving_span_s(truth) or wall)
-    return Outcome(summary, lines, base_ns, client, busy, truth, tuple(servers.split), wall)
+    noise = host_noise.noise_note(steal)
+    return Outcome(summary, lines, base_ns, client, busy, truth, tuple(servers.split), wall, noise)
 
 
 def rate_grid(
@@ -311,17 +316,23 @@ def rate_grid(
     is: a client that cannot keep up builds a backlog in every run, while a stall of the host (a
     neighbour, the hypervisor) only ever adds lag, so the best run is the client's own figure. Every
     run is printed (the later ones marked `retry N`), and a row stops at the first rate failed TRIES
-    times."""
+    times. The grid runs rate by rate, each rate on every row still going (plain, 2, 4, 8 workers at
+    800, then at 1,200, ...): a noisy stretch of the host then hits the rows at one rate alike instead of
+    one row's whole grid, so the ratios between rows are measured on the same minutes."""
     print(
         "workers   rate  achieved  lag_p50_ms  lag_p99_ms  ttft_err_p99_ms  client_cpu_ms/req  server_cpu%  "
         "req/server  ok"
     )
     points: list[Point] = []
+    told: set[int] = set()
     with make(cpus, 0.020, 0.005) as servers:
-        for workers, rate in [(w, r) for w in grid.workers for r in grid.rates]:
+        for rate, workers in [(r, w) for r in grid.rates for w in grid.workers]:
             failed = next((p.asked for p in points if p.workers == workers and not sustained(p)), None)
             if failed is not None:  # a saturated client runs long past its seconds: skip what cannot pass
-                print(f"{mode_name(workers):>7}  {rate:>5}  skipped: {failed:g} req/s was not sustained")
+                if workers not in told:
+                    told.add(workers)
+                    why = f"{failed:g} req/s was not sustained"
+                    print(f"{mode_name(workers):>7}  {rate:>5}  skipped from here on: {why}")
                 continue
             point = rate_point(servers, workers, rate, usable, seconds)
             for retry in range(1, tries):
@@ -353,7 +364,7 @@ def rate_point(
         f"{mode_name(workers):>7}  {rate:>5}  {point.achieved:8.1f}  {p50_ms:10.3f}  {lag_ms:10.3f}  "
         f"{ttft:15.3f}  {got.client_cpu_s * 1e3 / n:17.3f}  {100 * got.server_busy:11.0f}  "
         f"{min(got.split)}-{max(got.split):<5}  {s['requests']['ok']}/{n}  {late_spread(got.lines).line()}"
-        f"{mark}"
+        f"{got.noise}{mark}"
     )
     return point
 

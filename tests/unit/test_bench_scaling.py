@@ -199,3 +199,48 @@ def test_a_point_not_sustained_is_run_again_before_its_row_stops(monkeypatch: py
     points = scaling.rate_grid(grid, [1], [0], 1.0)
     assert calls == [(8, 1000, 0), (8, 1000, 1), (8, 1000, 2), (8, 2000, 0), (8, 2000, 1), (8, 2000, 2)]
     assert ceiling(points) == {8: 1000.0}
+
+
+def test_the_grid_runs_rate_by_rate_on_every_row_still_going(monkeypatch: pytest.MonkeyPatch) -> None:
+    class NoServers:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+        def __enter__(self) -> NoServers:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+    calls: list[tuple[int, int]] = []
+
+    def fake_point(
+        servers: Any, workers: int, rate: int, usable: Any, seconds: float, retry: int = 0
+    ) -> Point:
+        calls.append((workers, rate))
+        return _point(workers, float(rate), lag=5.0 if (workers, rate) == (0, 200) else 0.5)
+
+    monkeypatch.setattr(scaling, "ServerGroup", NoServers)
+    monkeypatch.setattr(scaling, "rate_point", fake_point)
+    grid = scaling.Grid((0, 2), (100, 200, 300), (64,), 1, "test")
+    points = scaling.rate_grid(grid, [1], [0], 1.0, tries=1)
+    # the plain row (0) fails at 200 and stops; the 2-worker row goes on, rate by rate
+    assert calls == [(0, 100), (2, 100), (0, 200), (2, 200), (2, 300)]
+    assert ceiling(points) == {0: 100.0, 2: 300.0}
+
+
+def test_steal_is_read_per_cpu_from_proc_stat() -> None:
+    from bench import host_noise
+
+    before = host_noise.cpu_times(
+        "cpu  9 0 9 9 0 0 0 0\ncpu0 100 0 50 800 0 0 0 10\ncpu1 10 0 0 90 0 0 0 0\n"
+    )
+    after = host_noise.cpu_times(
+        "cpu  9 0 9 9 0 0 0 0\ncpu0 150 0 60 870 0 0 0 30\ncpu1 20 0 0 190 0 0 0 0\n"
+    )
+    assert before == {0: (10, 960), 1: (0, 100)}
+    assert host_noise.steal_share(before, after, [0]) == pytest.approx(20 / 150)
+    assert host_noise.steal_share(before, after, [1]) == 0.0
+    assert host_noise.steal_share(before, after, [7]) is None  # a CPU /proc/stat does not list
+    assert host_noise.noise_note(20 / 150) == "  steal 13.3%"
+    assert host_noise.noise_note(0.0) == host_noise.noise_note(None) == ""
