@@ -6,7 +6,7 @@ real-time waker thread preempts its own event loop at every send.) Pure but for 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 STAT = Path("/proc/stat")
@@ -49,3 +49,43 @@ def steal_share(
 def noise_note(steal: float | None) -> str:
     """`  steal 1.2%` for a row (empty when nothing was stolen or it is unknown)."""
     return f"  steal {100 * steal:.1f}%" if steal else ""
+
+
+QUIET_P99_MS = 0.3  # a 1 ms sleep overshooting more than this at p99: the host is taking the core
+PROBE_SLEEPS = 200
+
+
+def timer_overshoot_ms(core: int | None, sleeps: int = PROBE_SLEEPS) -> float:
+    """p99 of how late `time.sleep(1 ms)` wakes on `core` (this process pinned there meanwhile), in ms.
+    On a quiet host this is ~0.1 ms; a neighbour or the hypervisor taking the core shows as more."""
+    import os
+    import time
+
+    keep = os.sched_getaffinity(0)
+    if core is not None:
+        os.sched_setaffinity(0, {core})
+    try:
+        late = []
+        for _ in range(sleeps):
+            t = time.perf_counter_ns()
+            time.sleep(0.001)
+            late.append((time.perf_counter_ns() - t) / 1e6 - 1.0)
+    finally:
+        os.sched_setaffinity(0, keep)
+    late.sort()
+    return late[min(len(late) - 1, int(0.99 * len(late)))]
+
+
+def wait_for_quiet(
+    core: int | None, limit_s: float, probe: Callable[[int | None], float] = timer_overshoot_ms
+) -> tuple[float, float]:
+    """Probe `core` until the timer overshoot p99 is under QUIET_P99_MS or `limit_s` has passed;
+    (the last probe's ms, seconds waited)."""
+    import time
+
+    t0 = time.monotonic()
+    got = probe(core)
+    while got >= QUIET_P99_MS and time.monotonic() - t0 < limit_s:
+        time.sleep(1.0)
+        got = probe(core)
+    return got, time.monotonic() - t0

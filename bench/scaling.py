@@ -53,6 +53,7 @@ RATES = (500, 1000, 2000, 4000)  # req/s (issue #14); SCALING_RATES overrides
 STREAMS = (1000, 4000, 8000)
 SUSTAINED_SHARE = 0.99  # achieved >= 99% of asked
 LAG_LIMIT_MS = 2.0
+QUIET_WAIT_S = 15.0  # before a retry, the longest wait for the host's timer floor to be quiet (host_noise)
 TRIES = 3  # runs of a point before it counts as not sustained: host noise only ever adds lag (below)
 SERVER_BUSY = 0.9  # a server's CPU share above this: the server, not loadgen, may be the limit
 
@@ -350,6 +351,13 @@ def rate_point(
     n = int(rate * seconds)
     args = ["--rate", str(rate), "--arrival", "constant", "--num-prompts", str(n), "--output-len", "fixed:32"]
     mark = f"  retry {retry}" if retry else ""
+    core = min(usable) if usable else None
+    if retry:  # a retry waits (a little) for the host to be quiet: a stall of the host is not the client's
+        floor, waited = host_noise.wait_for_quiet(core, QUIET_WAIT_S)
+        mark += f" after {waited:.0f} s waiting for a quiet host" if waited >= 1 else ""
+    else:
+        floor = host_noise.timer_overshoot_ms(core)
+    mark = f"  timer p99 +{floor:.2f} ms{mark}"
     try:
         got = run_point(servers, workers or None, args, client_cores(workers or None, usable))
     except RuntimeError as exc:  # one failed point is a row, not the end of the grid

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -244,3 +245,16 @@ def test_steal_is_read_per_cpu_from_proc_stat() -> None:
     assert host_noise.steal_share(before, after, [7]) is None  # a CPU /proc/stat does not list
     assert host_noise.noise_note(20 / 150) == "  steal 13.3%"
     assert host_noise.noise_note(0.0) == host_noise.noise_note(None) == ""
+
+
+def test_a_retry_waits_for_the_host_timer_to_be_quiet(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench import host_noise
+
+    assert host_noise.timer_overshoot_ms(None, sleeps=5) >= 0.0  # a real probe on this host
+    monkeypatch.setattr(time, "sleep", lambda s: None)
+    probes = iter([2.0, 1.5, 0.1, 0.1])
+    got, _ = host_noise.wait_for_quiet(None, 60.0, probe=lambda core: next(probes))
+    assert got == 0.1  # probed until quiet
+    loud = iter([2.0] * 1000)
+    got, _ = host_noise.wait_for_quiet(None, 0.0, probe=lambda core: next(loud))
+    assert got == 2.0  # gave up at the limit, and says how loud it still was
