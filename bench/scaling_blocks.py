@@ -76,7 +76,12 @@ def summary_lines(kind: str, blocks: Sequence[Sequence[Point]], grid_top: float)
         ttft = worst_ttft(blocks, workers, top)
         shown = "none" if top is None else f"{top:g} req/s" + (" (grid top)" if top == grid_top else "")
         ratio = top / plain if top and plain else math.nan
-        line = f"  {mode_name(workers):>5}: {shown}, {ratio:.2f}x plain, TTFT error p99 <= {ttft:.2f} ms"
+        if not math.isnan(ratio):
+            times = f"{ratio:.2f}x plain"
+        else:
+            times = "no ratio" + ("" if plain else " (the plain run held no rate in every block)")
+        error = "" if math.isnan(ttft) else f", TTFT error p99 <= {ttft:.2f} ms"
+        line = f"  {mode_name(workers):>5}: {shown}, {times}{error}"
         if workers in TARGETS:
             ok = ratio >= TARGETS[workers] and ttft < TTFT_LIMIT_MS
             line += f"; target {TARGETS[workers]}x and < {TTFT_LIMIT_MS:g} ms: {'met' if ok else 'not met'}"

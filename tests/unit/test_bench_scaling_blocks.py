@@ -74,3 +74,15 @@ def test_blocks_alternate_the_order_of_server_kinds(capsys: pytest.CaptureFixtur
     assert ran == ["own", "ref", "ref", "own", "own", "ref"]
     assert len(got["own"]) == len(got["ref"]) == 3
     assert "block 2/3, ref server" in capsys.readouterr().out
+
+
+def test_a_plain_row_that_held_nothing_in_every_block_gives_no_ratio_not_nan() -> None:
+    from bench.scaling import Point
+    from bench.scaling_blocks import summary_lines
+
+    quiet = [Point(0, 800.0, 800.0, 1.0, 0.1, 0.3), Point(8, 800.0, 800.0, 0.5, 0.1, 0.3)]
+    noisy = [Point(0, 800.0, 800.0, 4.0, 0.1, 0.3), Point(8, 800.0, 800.0, 0.5, 0.1, 0.3)]
+    lines = summary_lines("ref", [quiet, noisy], 800.0)
+    assert "nan" not in "\n".join(lines)
+    assert "none, no ratio (the plain run held no rate in every block)" in lines[1]
+    assert "800 req/s (grid top), no ratio (the plain run" in lines[2]
