@@ -6,6 +6,7 @@ real-time waker thread preempts its own event loop at every send.) Pure but for 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
@@ -74,6 +75,30 @@ def timer_overshoot_ms(core: int | None, sleeps: int = PROBE_SLEEPS) -> float:
         os.sched_setaffinity(0, keep)
     late.sort()
     return late[min(len(late) - 1, int(0.99 * len(late)))]
+
+
+WORK_N = 300_000  # a fixed piece of interpreter work: ~5 ms on the H200 host's cores
+
+
+def work_ms(core: int | None, repeats: int = 3) -> float:
+    """The fastest of `repeats` timings of a fixed piece of Python work on `core`, in ms: the core's
+    speed as loadgen sees it. A host whose neighbours share the physical core (SMT siblings, memory
+    bandwidth) slows it without stealing time or delaying timers; this shows it."""
+    import os
+    import time
+
+    keep = os.sched_getaffinity(0)
+    if core is not None:
+        os.sched_setaffinity(0, {core})
+    try:
+        best = math.inf
+        for _ in range(repeats):
+            t = time.perf_counter_ns()
+            sum(i * i for i in range(WORK_N))
+            best = min(best, (time.perf_counter_ns() - t) / 1e6)
+    finally:
+        os.sched_setaffinity(0, keep)
+    return best
 
 
 def wait_for_quiet(

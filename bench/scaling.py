@@ -357,7 +357,7 @@ def rate_point(
         mark += f" after {waited:.0f} s waiting for a quiet host" if waited >= 1 else ""
     else:
         floor = host_noise.timer_overshoot_ms(core)
-    mark = f"  timer p99 +{floor:.2f} ms{mark}"
+    mark = f"  timer p99 +{floor:.2f} ms, work {host_noise.work_ms(core):.1f} ms{mark}"
     try:
         got = run_point(servers, workers or None, args, client_cores(workers or None, usable))
     except RuntimeError as exc:  # one failed point is a row, not the end of the grid

@@ -251,6 +251,7 @@ def test_a_retry_waits_for_the_host_timer_to_be_quiet(monkeypatch: pytest.Monkey
     from bench import host_noise
 
     assert host_noise.timer_overshoot_ms(None, sleeps=5) >= 0.0  # a real probe on this host
+    assert host_noise.work_ms(None, repeats=1) > 0.0
     monkeypatch.setattr(time, "sleep", lambda s: None)
     probes = iter([2.0, 1.5, 0.1, 0.1])
     got, _ = host_noise.wait_for_quiet(None, 60.0, probe=lambda core: next(probes))
