@@ -28,6 +28,8 @@ from aiohttp import web
 from loadgen.config import RunConfig
 
 SENT: web.AppKey[list[list[int]]] = web.AppKey("sent", list)  # golden replay: write stamps per request
+# ... and the stamps taken right before each write (a kernel receive stamp falls inside the write)
+SENT_START: web.AppKey[list[list[int]]] = web.AppKey("sent_start", list)
 BEHAVIOURS = ("ok", "http_error", "stall", "disconnect", "malformed", "no_usage", "no_done")
 
 
@@ -149,21 +151,24 @@ def golden_replay_app(
     """Serve the golden SSE bytes on both POST endpoints, each read at its recorded time / time_scale."""
     body, reads = golden_body(sse_file)
     sent: list[list[int]] = []
+    sent_start: list[list[int]] = []
 
     async def handle(request: web.Request) -> web.StreamResponse:
         await request.read()
         start = time.perf_counter_ns()
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8"})
         await resp.prepare(request)
-        stamps, pos = [], 0
+        stamps, starts, pos = [], [], 0
         for t_ns, n in reads:
             delay = start + t_ns / time_scale - time.perf_counter_ns()
             if delay > 0:
                 await asyncio.sleep(delay / 1e9)
+            starts.append(time.perf_counter_ns())
             await resp.write(body[pos : pos + n])
             stamps.append(time.perf_counter_ns())
             pos += n
         sent.append(stamps)
+        sent_start.append(starts)
         await resp.write_eof()
         return resp
 
@@ -172,6 +177,7 @@ def golden_replay_app(
     app.router.add_post("/v1/chat/completions", handle)
     app.router.add_get("/v1/models", _json_handler(models_body))
     app[SENT] = sent
+    app[SENT_START] = sent_start
     return app
 
 
