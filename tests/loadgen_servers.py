@@ -42,6 +42,7 @@ class SentStream:
     headers: dict[str, str]
     arrival_ns: int
     token_send_ns: list[int] = field(default_factory=list)
+    token_write_ns: list[int] = field(default_factory=list)  # right before each token's write
     behaviour: str = "ok"
 
 
@@ -100,6 +101,7 @@ class FakeEngine:
             if rec.behaviour == "malformed" and i == n // 2:
                 await resp.write(b"data: {not json\n\n")
                 continue
+            rec.token_write_ns.append(time.perf_counter_ns())
             await resp.write(_chunk(self.model, chat, f" tok{i}"))
             rec.token_send_ns.append(time.perf_counter_ns())
         if rec.behaviour != "no_usage":
