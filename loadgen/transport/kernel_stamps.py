@@ -5,8 +5,8 @@ returns the stamp of the last segment it consumed as an `SCM_TIMESTAMPNS` contro
 (CLOCK_REALTIME). `KernelReader` reads a connection's socket itself for that: the transport's own
 reading is paused and loadgen's reader (`loop.add_reader` on a duplicate descriptor of the same socket)
 `recvmsg`s each read and hands it to the connection with the kernel's time mapped to `perf_counter_ns`
-(`turn_offset`: `time_ns() - perf_counter_ns()`, taken once per turn of the event loop, so a clock step
-cannot skew a run). A busy event loop then delays a read's handling, never its stamp.
+(by the offset `time_ns() - perf_counter_ns()`, see `_resample`). A busy event loop then delays a
+read's handling, never its stamp.
 
 Only the reading moves: at end of file the transport's reading is resumed so the transport sees the
 close itself (keep-alive, `connection_lost` as before); a read error is handed to the connection, which
@@ -33,28 +33,24 @@ BUF = 65536  # most bytes one read takes; under glibc's mmap threshold (128 KiB)
 _CMSG = socket.CMSG_SPACE(16)  # one struct timespec
 _timespec = struct.Struct("@ll").unpack
 _GOOD_SAMPLE_NS = 20_000  # an offset taken across a longer pause (preempted in between) is not used
+RESAMPLE_NS = 1_000_000  # the offset is taken again for a stamp this far from the last sample's
 
-_turn: list[object] = [None, 0]  # [the loop, the offset] of this turn of the event loop
+_clock = [-(1 << 62), 0]  # [the kernel stamp (ns) the offset was last taken for, the offset]
 _counts = {"kernel_connections": 0, "read_stamped": 0}  # since the last reset_counts()
 
 
-def turn_offset(loop: asyncio.AbstractEventLoop) -> int:
-    """CLOCK_REALTIME - perf_counter_ns, taken at the first kernel-stamped read of this turn of the
-    event loop and shared by the turn's other reads (a callback queued with it ends the turn)."""
-    if _turn[0] is loop:
-        return _turn[1]  # type: ignore[return-value]
+def _resample(kernel_ns: int) -> None:
+    """Take the offset CLOCK_REALTIME - perf_counter_ns (CLOCK_MONOTONIC) again, for a kernel stamp
+    more than RESAMPLE_NS from the one it was last taken for. NTP slews both clocks alike, so the
+    offset only changes when the clock is stepped; a step of over 1 ms moves the next read's stamp
+    that far and is picked up there, so it cannot skew a run (a reading taken across a preemption
+    is not used). Sampling per 1 ms of stamps instead of per read costs nothing on the read path."""
     before = time.perf_counter_ns()
     real = time.time_ns()
     after = time.perf_counter_ns()
-    if after - before < _GOOD_SAMPLE_NS or _turn[1] == 0:
-        _turn[1] = real - (before + after) // 2
-    _turn[0] = loop
-    loop.call_soon(_end_turn)
-    return _turn[1]  # type: ignore[return-value]
-
-
-def _end_turn() -> None:
-    _turn[0] = None
+    if after - before < _GOOD_SAMPLE_NS or _clock[0] < 0:
+        _clock[1] = real - (before + after) // 2
+    _clock[0] = kernel_ns
 
 
 def reset_counts() -> None:
@@ -154,7 +150,10 @@ class KernelReader:
             return
         if anc:
             sec, nsec = _timespec(anc[0][2])
-            self.received(sec * 1_000_000_000 + nsec - turn_offset(self.loop), data)
+            kernel_ns = sec * 1_000_000_000 + nsec
+            if not -RESAMPLE_NS < kernel_ns - _clock[0] < RESAMPLE_NS:
+                _resample(kernel_ns)
+            self.received(kernel_ns - _clock[1], data)
         else:
             self.plain(data)  # the connection stamps it as the transport's reads
 
