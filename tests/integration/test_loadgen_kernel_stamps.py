@@ -23,7 +23,7 @@ import pytest
 from loadgen.config import RunConfig
 from loadgen.records import RequestRecord
 from loadgen.run.runner import run_benchmark
-from loadgen.transport import kernel_stamps
+from loadgen.transport import evloop, kernel_stamps
 from loadgen.transport.finish import finalize
 from loadgen.transport.rawhttp import RawClient
 from tests.conftest import GOLDEN_VLLM
@@ -212,3 +212,15 @@ async def test_a_reset_mid_body_reads_the_same_with_either_stamps(monkeypatch: p
     assert "ConnectionResetError" in (kernel.error or "")
     assert "mid-body" in (kernel.error or "")
     assert kernel.output_tokens == read.output_tokens == 1  # the token read before the reset is kept
+
+
+def test_kernel_stamps_on_the_runs_own_loop() -> None:
+    """The same streams on the loop a run uses (uvloop, which starts a transport's reading only after
+    connection_made; the reader takes over after that) and a reset on it."""
+    pytest.importorskip("uvloop")
+    kernel = evloop.run(_stream_errors(2))
+    assert kernel_stamps.arrival_stamps() == "kernel"
+    assert statistics.median(kernel) < BUSY_MS / 8
+    reset = evloop.run(_reset_mid_body())
+    assert reset.outcome == "disconnect"
+    assert "ConnectionResetError" in (reset.error or "")
