@@ -164,6 +164,7 @@ class KernelReader:
             self.loop.remove_reader(self.fd)
 
     def close(self) -> None:
-        """Stop reading and close the duplicate descriptor (the socket closes with the transport's)."""
+        """Stop reading and close the duplicate descriptor (the socket closes with the transport's);
+        nothing to close when the connection took the descriptor over (`socket.detach`)."""
         self.stop()
         self.sock.close()

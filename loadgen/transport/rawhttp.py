@@ -94,6 +94,7 @@ class _Conn(asyncio.Protocol):
         handlers = (self._received, self.data_received, self._read_failed)
         self.kernel = KernelReader.attach(self.transport, loop, handlers)
         if self.kernel is not None:
+            self.wfd = self.kernel.fd  # the waker writes on the reader's duplicate: 2 descriptors, as before
             loop.call_soon(self.kernel.start)  # after the transport starts reading (uvloop: after this)
 
     def _read_failed(self, exc: OSError) -> None:
@@ -144,9 +145,15 @@ class _Conn(asyncio.Protocol):
             self.transport.write(rest)
 
     def close_wfd(self) -> None:
-        """Close our duplicate descriptor (the socket itself closes once the transport's is closed too)."""
+        """Close our duplicate descriptor (the socket itself closes once the transport's is closed too);
+        the kernel reader, which reads on it, stops first (its socket object gives the descriptor up)."""
+        kernel = self.kernel
+        if kernel is not None:
+            kernel.stop()
         if self.wfd >= 0:
             with _FD_LOCK:
+                if kernel is not None and kernel.fd == self.wfd:
+                    kernel.sock.detach()
                 os.close(self.wfd)
                 self.wfd = -1
 
@@ -283,7 +290,7 @@ class _Conn(asyncio.Protocol):
         self.reusable = False
         self.close_wfd()
         if self.kernel is not None:
-            self.kernel.close()
+            self.kernel.close()  # (its descriptor, when the waker's, is closed already)
         exc = exc or self.read_error
         if self.mode == "close":
             self._done(time.perf_counter_ns())

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
 import statistics
 import struct
@@ -224,3 +225,34 @@ def test_kernel_stamps_on_the_runs_own_loop() -> None:
     reset = evloop.run(_reset_mid_body())
     assert reset.outcome == "disconnect"
     assert "ConnectionResetError" in (reset.error or "")
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+async def test_a_connection_holds_as_many_descriptors_as_before() -> None:
+    """The kernel reader reads on the descriptor the waker thread writes on: a preconnected connection
+    holds its socket and one duplicate (plus the server's end here), and none is left after close."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        before = _open_fds()
+        client = RawClient(f"http://127.0.0.1:{port}", None, 0, 5.0)
+        assert await client.preconnect(8, 5.0) == 8
+        await asyncio.sleep(0.05)  # the readers take over; the server accepts
+        assert kernel_stamps.counts()["kernel_connections"] == 8
+        assert _open_fds() - before == 8 * 3  # client socket, its duplicate, server's end
+        client.close()
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if _open_fds() == before:
+                break
+        assert _open_fds() == before
+    finally:
+        server.close()
