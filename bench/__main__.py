@@ -10,6 +10,7 @@ import time
 BENCHMARKS: dict[str, str] = {
     "loadgen": "bench.loadgen_client",
     "vsgo": "bench.vs_go",
+    "kstamp": "bench.read_stamps",
     "simengine": "bench.sim_capacity",
     "exporter": "bench.exporter_scrape",
     "scaling": "bench.scaling",

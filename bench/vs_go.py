@@ -41,6 +41,7 @@ RATE_POINTS = (400, 800)
 STREAM_POINTS = (64, 256, 1024)
 TOKENS_RATE, TOKENS_STREAM = 32, 256
 TTFT_MS, TPOT_RATE_MS, TPOT_STREAM_MS = 20.0, 5.0, 2.0
+ARRIVAL_STAMPS: dict[str, set[str]] = {}  # loadgen tree -> its runs' manifest client.arrival_stamps
 
 
 @dataclass(frozen=True)
@@ -149,6 +150,9 @@ def run_client(
             found = sorted(Path(d).glob("*/requests.jsonl"))
             lines = found[0].read_text().splitlines() if found else []
             reqs = [cf.from_loadgen(json.loads(x)) for x in lines if x]
+            for manifest in Path(d).glob("*/manifest.json"):
+                stamps = json.loads(manifest.read_text()).get("client", {}).get("arrival_stamps")
+                ARRIVAL_STAMPS.setdefault(client, set()).add(str(stamps or "read (not recorded)"))
     lo, hi = cf.load_window(reqs)
     window = cf.window_cpu_s(samples, lo, hi)
     return Outcome(reqs, whole, window, rss, log.ttft_ms(), log.gaps_ms())
@@ -315,7 +319,8 @@ def main() -> None:
     )
     got = run_blocks(tools, names, blocks, seconds, cores, points)
     for ours in (n for n in names if n != "go"):
-        print(f"\n{ours} vs Go (median of {blocks} blocks; ratio = median of per-block {ours}/Go):")
+        print(f"\n{ours}: arrival stamps {', '.join(sorted(ARRIVAL_STAMPS.get(names[ours], {'?'})))}")
+        print(f"{ours} vs Go (median of {blocks} blocks; ratio = median of per-block {ours}/Go):")
         print(f"{'figure':<44} {ours[:10]:>10} {'go':>10} {'ratio':>7}")
         for row in table(got, ours):
             print(cf.format_row(row))

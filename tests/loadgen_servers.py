@@ -28,6 +28,8 @@ from aiohttp import web
 from loadgen.config import RunConfig
 
 SENT: web.AppKey[list[list[int]]] = web.AppKey("sent", list)  # golden replay: write stamps per request
+# ... and the stamps taken right before each write (a kernel receive stamp falls inside the write)
+SENT_START: web.AppKey[list[list[int]]] = web.AppKey("sent_start", list)
 BEHAVIOURS = ("ok", "http_error", "stall", "disconnect", "malformed", "no_usage", "no_done")
 
 
@@ -40,6 +42,7 @@ class SentStream:
     headers: dict[str, str]
     arrival_ns: int
     token_send_ns: list[int] = field(default_factory=list)
+    token_write_ns: list[int] = field(default_factory=list)  # right before each token's write
     behaviour: str = "ok"
 
 
@@ -98,6 +101,7 @@ class FakeEngine:
             if rec.behaviour == "malformed" and i == n // 2:
                 await resp.write(b"data: {not json\n\n")
                 continue
+            rec.token_write_ns.append(time.perf_counter_ns())
             await resp.write(_chunk(self.model, chat, f" tok{i}"))
             rec.token_send_ns.append(time.perf_counter_ns())
         if rec.behaviour != "no_usage":
@@ -149,21 +153,24 @@ def golden_replay_app(
     """Serve the golden SSE bytes on both POST endpoints, each read at its recorded time / time_scale."""
     body, reads = golden_body(sse_file)
     sent: list[list[int]] = []
+    sent_start: list[list[int]] = []
 
     async def handle(request: web.Request) -> web.StreamResponse:
         await request.read()
         start = time.perf_counter_ns()
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8"})
         await resp.prepare(request)
-        stamps, pos = [], 0
+        stamps, starts, pos = [], [], 0
         for t_ns, n in reads:
             delay = start + t_ns / time_scale - time.perf_counter_ns()
             if delay > 0:
                 await asyncio.sleep(delay / 1e9)
+            starts.append(time.perf_counter_ns())
             await resp.write(body[pos : pos + n])
             stamps.append(time.perf_counter_ns())
             pos += n
         sent.append(stamps)
+        sent_start.append(starts)
         await resp.write_eof()
         return resp
 
@@ -172,6 +179,7 @@ def golden_replay_app(
     app.router.add_post("/v1/chat/completions", handle)
     app.router.add_get("/v1/models", _json_handler(models_body))
     app[SENT] = sent
+    app[SENT_START] = sent_start
     return app
 
 

@@ -18,6 +18,7 @@ from loadgen import __version__
 from loadgen.provenance import git_sha
 from loadgen.records import EngineMetadata
 from loadgen.targets.exporter_client import match_engine
+from loadgen.transport import kernel_stamps
 from loadgen.transport.evloop import loop_name
 
 
@@ -52,6 +53,7 @@ def client_info() -> dict[str, Any]:
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
         "event_loop": loop_name(),
+        "arrival_stamps": kernel_stamps.arrival_stamps(),  # kernel | read | mixed (the raw client's reads)
         "load": host_load(),
     }
 

@@ -174,6 +174,7 @@ def _typed(raw: Mapping[str, Any]) -> Manifest:
             as_int(client.get("cpu_count")),
             as_text(client.get("event_loop")),
             as_dict(client.get("load")),
+            as_text(client.get("arrival_stamps")),
         ),
         config=as_dict(raw.get("config")),
         workload=Workload(

@@ -62,6 +62,7 @@ class Client:
     cpu_count: int | None
     event_loop: str | None
     load: Mapping[str, Any]
+    arrival_stamps: str | None = None  # kernel | read | mixed; None in records before it was written
 
 
 @dataclass(frozen=True)

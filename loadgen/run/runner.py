@@ -23,7 +23,7 @@ from loadgen.run.measure import route_signals
 from loadgen.run.reach import preflight
 from loadgen.run.steps import run_steps
 from loadgen.targets import get_target
-from loadgen.transport import evloop
+from loadgen.transport import evloop, kernel_stamps
 from loadgen.transport.dispatch import connector_limit
 from loadgen.transport.plainhttp import PlainSession
 from loadgen.transport.rawhttp import RawClient
@@ -83,6 +83,7 @@ async def run_benchmark(
         ):
             await preflight(meta_session, target, base_url, config.api_key)
             raw = None
+            kernel_stamps.reset_counts()  # this run's arrival stamps (the manifest's client section)
             if session is None:
                 # the pool's own cap matters only when it could be reached: not under --max-concurrency
                 # (the dispatcher caps first) nor when the run has no more requests than the cap

@@ -1,7 +1,8 @@
 """A minimal HTTP/1.1 streaming client on a raw `asyncio.Protocol` (`--http-client raw`).
 
 Same job as `client.send_request` with less per-request and per-read work: request bytes built once;
-`data_received` stamps each read (see `read_stamp`) and only reads the framing (head once;
+each read is stamped (with the kernel's receive time where Linux gives it: `kernel_stamps`, else
+when Python gets it: `read_stamp`) and only the framing is read (head once;
 chunked via `stamping.ChunkedBody`, Content-Length, or until close); the reading task wakes once, at
 the end of the body. Keep-alive connections are pooled, one per request in flight, up to the limit.
 Outcomes are the aiohttp client's (timeout; connect_error: refused, unreachable, TLS handshake
@@ -21,7 +22,9 @@ from typing import cast
 from urllib.parse import urlsplit
 
 from loadgen.records import RequestRecord, mark_cut_short
+from loadgen.transport import kernel_stamps
 from loadgen.transport.chunked import MAX_CHUNK_HEAD, ChunkedBody, Reads, chunk_size_prefix
+from loadgen.transport.kernel_stamps import KernelReader
 from loadgen.transport.plainhttp import url_basic_auth
 
 MAX_HEAD = 65536
@@ -67,7 +70,7 @@ class _Conn(asyncio.Protocol):
 
     __slots__ = (
         "transport", "waiter", "reads", "buf", "mode", "status", "left", "end_ns", "chunked", "reusable",
-        "got_bytes", "record", "wfd", "loop",
+        "got_bytes", "record", "wfd", "loop", "kernel", "read_error",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -82,10 +85,23 @@ class _Conn(asyncio.Protocol):
         self.record: RequestRecord | None = None
         self.wfd = -1  # our own duplicate of the socket's descriptor, for writes from the waker thread
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.kernel: KernelReader | None = None  # reads the socket itself for kernel stamps
+        self.read_error: OSError | None = None  # what the kernel reader's recvmsg raised
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not an asyncio.Transport subclass
-        self.loop = asyncio.get_running_loop()
+        self.loop = loop = asyncio.get_running_loop()
+        handlers = (self._received, self.data_received, self._read_failed)
+        self.kernel = KernelReader.attach(self.transport, loop, handlers)
+        if self.kernel is not None:
+            self.wfd = self.kernel.fd  # the waker writes on the reader's duplicate: 2 descriptors, as before
+            loop.call_soon(self.kernel.start)  # after the transport starts reading (uvloop: after this)
+
+    def _read_failed(self, exc: OSError) -> None:
+        """The kernel reader's read failed: close the connection with that error, as the transport would."""
+        self.read_error = exc
+        if self.transport is not None:
+            self.transport.abort()
 
     def write_fd(self) -> int:
         """A descriptor of this connection's (non-blocking) socket that stays ours until connection_lost,
@@ -129,9 +145,15 @@ class _Conn(asyncio.Protocol):
             self.transport.write(rest)
 
     def close_wfd(self) -> None:
-        """Close our duplicate descriptor (the socket itself closes once the transport's is closed too)."""
+        """Close our duplicate descriptor (the socket itself closes once the transport's is closed too);
+        the kernel reader, which reads on it, stops first (its socket object gives the descriptor up)."""
+        kernel = self.kernel
+        if kernel is not None:
+            kernel.stop()
         if self.wfd >= 0:
             with _FD_LOCK:
+                if kernel is not None and kernel.fd == self.wfd:
+                    kernel.sock.detach()
                 os.close(self.wfd)
                 self.wfd = -1
 
@@ -142,8 +164,12 @@ class _Conn(asyncio.Protocol):
         self.status, self.chunked, self.got_bytes, self.end_ns = 0, None, False, 0
 
     def data_received(self, data: bytes) -> None:
+        """A read the transport made (no kernel stamp): stamped now (`read_stamp`)."""
         loop = self.loop
-        t = read_stamp(loop) if loop is not None else _now()
+        kernel_stamps.count_read_stamped()
+        self._received(read_stamp(loop) if loop is not None else _now(), data)
+
+    def _received(self, t: int, data: bytes) -> None:
         self.got_bytes = True
         mode = self.mode
         if mode == "chunked":
@@ -255,12 +281,17 @@ class _Conn(asyncio.Protocol):
         self.reusable = False
         if self.waiter is not None and not self.waiter.done():
             self.waiter.set_exception(exc)
+        if self.kernel is not None:
+            self.kernel.stop()
         if self.transport is not None:
             self.transport.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.reusable = False
         self.close_wfd()
+        if self.kernel is not None:
+            self.kernel.close()  # (its descriptor, when the waker's, is closed already)
+        exc = exc or self.read_error
         if self.mode == "close":
             self._done(time.perf_counter_ns())
             return
@@ -295,6 +326,7 @@ class RawClient:
         self._idle: list[_Conn] = []
         self._open: set[_Conn] = set()
         self._slots = asyncio.Semaphore(limit) if limit else None
+        kernel_stamps.reset_counts()  # this run's (the manifest's client.arrival_stamps)
 
     def request_bytes(self, path: str, body: bytes, x_request_id: str) -> bytes:
         """The whole request: prebuilt request line and fixed headers, then length, id and body."""
@@ -406,6 +438,8 @@ class RawClient:
     def _drop(self, conn: _Conn) -> None:
         conn.waiter, conn.record = None, None
         self._open.discard(conn)
+        if conn.kernel is not None:
+            conn.kernel.stop()
         if conn.transport is not None:
             conn.transport.abort()
         conn.close_wfd()

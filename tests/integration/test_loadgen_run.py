@@ -96,9 +96,12 @@ async def test_ttft_and_itl_match_the_servers_true_send_times(tmp_path: Path, ht
     for line in _lines(result.result_dir):
         truth = by_id[line["x_request_id"]].token_send_ns
         first_err.append((line["first_token_ns"] - truth[0]) / 1e6)
+        # the raw client's kernel receive stamp falls inside the server's write: never before it began
+        assert line["first_token_ns"] >= by_id[line["x_request_id"]].token_write_ns[0]
         gaps = [(b - a) / 1e6 for a, b in zip(truth, truth[1:], strict=False)]
         itl_err += [abs(c * 1e3 - g) for c, g in zip(line["itl_s"], gaps, strict=True)]
-    assert min(first_err) >= 0  # the client cannot see a byte before the server wrote it
+    if http_client == "aiohttp":  # read stamps: the client cannot see a byte before the write returned
+        assert min(first_err) >= 0
     assert percentile(sorted(first_err), 50) < 3.0  # ms
     assert percentile(sorted(first_err), 99) < 25.0  # loose: a shared 2-core test machine stalls at times
     assert percentile(sorted(itl_err), 50) < 2.0

@@ -1,0 +1,170 @@
+"""Kernel receive timestamps for the raw client's reads (Linux `SO_TIMESTAMPNS`).
+
+Linux stamps each TCP segment as it is received. With `SO_TIMESTAMPNS` set on a socket, a `recvmsg`
+returns the stamp of the last segment it consumed as an `SCM_TIMESTAMPNS` control message
+(CLOCK_REALTIME). `KernelReader` reads a connection's socket itself for that: the transport's own
+reading is paused and loadgen's reader (`loop.add_reader` on a duplicate descriptor of the same socket)
+`recvmsg`s each read and hands it to the connection with the kernel's time mapped to `perf_counter_ns`
+(by the offset `time_ns() - perf_counter_ns()`, see `_resample`). A busy event loop then delays a
+read's handling, never its stamp.
+
+Only the reading moves: at end of file the transport's reading is resumed so the transport sees the
+close itself (keep-alive, `connection_lost` as before); a read error is handed to the connection, which
+closes the transport with it. A read without the control message is stamped as today's reads are
+(`rawhttp.read_stamp`), and where the option does not exist (not Linux, TLS) the transport reads as
+before. `counts()` says what a run used (the manifest's `client.arrival_stamps`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import struct
+import sys
+import time
+from collections.abc import Callable
+
+# Python's socket module does not name SO_TIMESTAMPNS(_OLD): 35 in Linux's asm-generic (x86, arm, riscv,
+# powerpc, s390); alpha, mips, parisc and sparc number their own, so they read as before
+_GENERIC = sys.platform == "linux" and not os.uname().machine.startswith(("alpha", "mips", "parisc", "sparc"))
+SO_TIMESTAMPNS: int | None = getattr(socket, "SO_TIMESTAMPNS", 35 if _GENERIC else None)
+BUF = 65536  # most bytes one read takes; under glibc's mmap threshold (128 KiB), so not mmapped per call
+_CMSG = socket.CMSG_SPACE(16)  # one struct timespec
+_timespec = struct.Struct("@ll").unpack
+_GOOD_SAMPLE_NS = 20_000  # an offset taken across a longer pause (preempted in between) is not used
+RESAMPLE_NS = 1_000_000  # the offset is taken again for a stamp this far from the last sample's
+
+_clock = [-(1 << 62), 0]  # [the kernel stamp (ns) the offset was last taken for, the offset]
+_counts = {"kernel_connections": 0, "read_stamped": 0}  # since the last reset_counts()
+
+
+def _resample(kernel_ns: int) -> None:
+    """Take the offset CLOCK_REALTIME - perf_counter_ns (CLOCK_MONOTONIC) again, for a kernel stamp
+    more than RESAMPLE_NS from the one it was last taken for. NTP slews both clocks alike, so the
+    offset only changes when the clock is stepped; a step of over 1 ms moves the next read's stamp
+    that far and is picked up there, so it cannot skew a run (a reading taken across a preemption
+    is not used). Sampling per 1 ms of stamps instead of per read costs nothing on the read path."""
+    before = time.perf_counter_ns()
+    real = time.time_ns()
+    after = time.perf_counter_ns()
+    if after - before < _GOOD_SAMPLE_NS or _clock[0] < 0:
+        _clock[1] = real - (before + after) // 2
+    _clock[0] = kernel_ns
+
+
+def reset_counts() -> None:
+    """Start counting a new run's connections and reads."""
+    _counts["kernel_connections"] = _counts["read_stamped"] = 0
+
+
+def count_read_stamped() -> None:
+    """A body read stamped when Python got it (no kernel stamp)."""
+    _counts["read_stamped"] += 1
+
+
+def counts() -> dict[str, int]:
+    """Kernel-read connections and read-stamped reads since `reset_counts`."""
+    return dict(_counts)
+
+
+def arrival_stamps() -> str:
+    """`kernel` when every read was stamped by the kernel, `read` when none was, else `mixed`."""
+    if not _counts["kernel_connections"]:
+        return "read"
+    return "mixed" if _counts["read_stamped"] else "kernel"
+
+
+# (kernel-stamped read: t, data), (read without a stamp: data), (read error)
+Handlers = tuple[Callable[[int, bytes], None], Callable[[bytes], None], Callable[[OSError], None]]
+
+
+class KernelReader:
+    """Reads one connection's socket with `recvmsg` and its kernel stamps (see module docstring)."""
+
+    __slots__ = ("sock", "fd", "loop", "transport", "received", "plain", "failed", "reading", "recvmsg")
+
+    def __init__(
+        self,
+        sock: socket.socket,
+        loop: asyncio.AbstractEventLoop,
+        transport: asyncio.Transport,
+        handlers: Handlers,
+    ) -> None:
+        self.sock, self.fd, self.loop, self.transport = sock, sock.fileno(), loop, transport
+        self.received, self.plain, self.failed = handlers
+        self.reading = False
+        self.recvmsg = sock.recvmsg
+
+    @classmethod
+    def attach(
+        cls,
+        transport: asyncio.Transport,
+        loop: asyncio.AbstractEventLoop,
+        handlers: Handlers,
+    ) -> KernelReader | None:
+        """A reader for the transport's (plain TCP) socket with kernel stamps switched on; None where
+        the option does not exist or cannot be set (the transport keeps reading). `handlers`: what gets
+        a kernel-stamped read `(t, data)`, a read without a stamp `(data)`, and a read error."""
+        if SO_TIMESTAMPNS is None or transport.get_extra_info("sslcontext") is not None:
+            return None
+        raw = transport.get_extra_info("socket")
+        if raw is None:
+            return None
+        try:
+            sock = socket.socket(fileno=os.dup(raw.fileno()))
+        except OSError:
+            return None
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        except OSError:
+            sock.close()
+            return None
+        return cls(sock, loop, transport, handlers)
+
+    def start(self) -> None:
+        """Take the reading over from the transport (call once the transport reads: uvloop starts its
+        reading after `connection_made`)."""
+        if self.reading or self.sock.fileno() < 0 or self.transport.is_closing():
+            return
+        self.transport.pause_reading()
+        self.loop.add_reader(self.fd, self._readable)
+        self.reading = True
+        _counts["kernel_connections"] += 1
+
+    def _readable(self) -> None:
+        if self.transport.is_closing():  # aborted: the transport reads no more, nor do we
+            self.stop()
+            return
+        try:
+            data, anc, _flags, _addr = self.recvmsg(BUF, _CMSG)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self.stop()
+            self.failed(exc)
+            return
+        if not data:  # end of file: the transport reads it again and closes as before
+            self.stop()
+            self.transport.resume_reading()
+            return
+        if anc:
+            sec, nsec = _timespec(anc[0][2])
+            kernel_ns = sec * 1_000_000_000 + nsec
+            if not -RESAMPLE_NS < kernel_ns - _clock[0] < RESAMPLE_NS:
+                _resample(kernel_ns)
+            self.received(kernel_ns - _clock[1], data)
+        else:
+            self.plain(data)  # the connection stamps it as the transport's reads
+
+    def stop(self) -> None:
+        """Stop reading (the descriptor stays open until `close`)."""
+        if self.reading:
+            self.reading = False
+            self.loop.remove_reader(self.fd)
+
+    def close(self) -> None:
+        """Stop reading and close the duplicate descriptor (the socket closes with the transport's);
+        nothing to close when the connection took the descriptor over (`socket.detach`)."""
+        self.stop()
+        self.sock.close()
