@@ -353,7 +353,9 @@ def rate_point(
     mark = f"  retry {retry}" if retry else ""
     core = min(usable) if usable else None
     if retry:  # a retry waits (a little) for the host to be quiet: a stall of the host is not the client's
-        floor, waited = host_noise.wait_for_quiet(core, QUIET_WAIT_S)
+        floor, waited = host_noise.wait_for_quiet(
+            core, float(os.environ.get("SCALING_QUIET_WAIT", QUIET_WAIT_S))
+        )
         mark += f" after {waited:.0f} s waiting for a quiet host" if waited >= 1 else ""
     else:
         floor = host_noise.timer_overshoot_ms(core)
