@@ -24,6 +24,9 @@ The test, in log space (shifts are relative), for each candidate `i` among the l
   however large, is not a change, nor does one run at a new level carry earlier ones;
 - the first run after `i` must read at least half that shift beyond the level: a change on the
   last few runs is not placed a run early, carrying one run of the old level in front of them;
+- when the newest runs trend within their regimes (a drift), the runs after `i` are read off the
+  line of the runs before it rather than a flat level (`loadgen.analysis.trend`), so a drift is no
+  staircase of steps and a step on top of it still stands out;
 - a change needs at least `min_after` runs after it (default 3): the newest run alone that looks worse
   is only *suspected* (a re-run settles it), and becomes *confirmed* when the next runs agree.
 The candidate with the smallest p-value passing all three is where the change is placed: the first run
