@@ -84,7 +84,7 @@ class DetectorSettings:
     # regimes (seasonal Kendall, two-sided) at this level are tested against the line of the runs
     # before each candidate, not a flat level, when it rises towards the side tested
     # (loadgen.analysis.trend; 0: never)
-    trend_min: int = 6  # runs of the regime before a candidate needed for it to be read off a line
+    trend_min: int = 10  # runs of the regime before a candidate needed for it to be read off a line
     confirm_runs: int = 2  # a scheduled pass re-runs a series with a suspected regression (or a
     # noisy newest run) up to this many times at once (loadgen.baseline.cycle; 0: never); 2 measured
     # by bench/confirm_runs.py (fewer false alarms, 0.4 passes earlier, 4 runs more per 100 passes)
