@@ -24,6 +24,9 @@ The test, in log space (shifts are relative), for each candidate `i` among the l
   however large, is not a change, nor does one run at a new level carry earlier ones;
 - the first run after `i` must read at least half that shift beyond the level: a change on the
   last few runs is not placed a run early, carrying one run of the old level in front of them;
+- when the newest runs trend within their regimes (a drift), the runs after `i` are read off the
+  line of the runs before it rather than a flat level (`loadgen.analysis.trend`), so a drift is no
+  staircase of steps and a step on top of it still stands out;
 - a change needs at least `min_after` runs after it (default 3): the newest run alone that looks worse
   is only *suspected* (a re-run settles it), and becomes *confirmed* when the next runs agree.
 The candidate with the smallest p-value passing all three is where the change is placed: the first run
@@ -41,12 +44,15 @@ change as a schedule saw it raised, a revised one included. The defaults are the
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import stats
+
+from loadgen.analysis.trend import Trend, fit_trend, trends
 
 OUTLIER = 4.0  # runs further than this many MADs from the regime's median are left out of its level
 
@@ -74,6 +80,11 @@ class DetectorSettings:
     # units each
     revise_within: int = 7  # runs after a change during which a later one found against the regime
     # before it replaces it (0: never revised)
+    trend_alpha: float = 0.01  # the newest max_before runs up to a check that trend within their
+    # regimes (seasonal Kendall, two-sided) at this level are tested against the line of the runs
+    # before each candidate, not a flat level, when it rises towards the side tested
+    # (loadgen.analysis.trend; 0: never)
+    trend_min: int = 10  # runs of the regime before a candidate needed for it to be read off a line
     confirm_runs: int = 2  # a scheduled pass re-runs a series with a suspected regression (or a
     # noisy newest run) up to this many times at once (loadgen.baseline.cycle; 0: never); 2 measured
     # by bench/confirm_runs.py (fewer false alarms, 0.4 passes earlier, 4 runs more per 100 passes)
@@ -109,6 +120,15 @@ class Level:
     center: float
     scale: float
     n: int
+    trend: Trend | None = None  # the runs before trend: values are read beyond this line
+
+    def beyond(self, values: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """`values` (log, at `positions`) as the level reads them: beyond its trend, if any."""
+        return values if self.trend is None else self.trend.detrended(values, positions)
+
+    def runs_for(self, positions: np.ndarray) -> float:
+        """How many runs the level is worth against runs at `positions` (fewer when extrapolated)."""
+        return self.n if self.trend is None else self.trend.effective_runs(self.n, positions)
 
 
 def regime_level(before: np.ndarray, prior: np.ndarray, floor: float) -> Level:
@@ -125,11 +145,12 @@ def regime_level(before: np.ndarray, prior: np.ndarray, floor: float) -> Level:
     return Level(float(level.mean()), scale, len(level))
 
 
-def _row(level: Level, after: np.ndarray, clip_after: float) -> tuple[float, ...]:
-    """(mean, std, n) of the clipped runs after a candidate, then (center, scale, n) of the level."""
+def _row(level: Level, after: np.ndarray, positions: np.ndarray, clip_after: float) -> tuple[float, ...]:
+    """(mean, std, n) of the clipped runs after a candidate (already read beyond the level's trend,
+    at `positions`), then (center, scale, runs it is worth) of the level."""
     a = np.clip(after, level.center - clip_after * level.scale, level.center + clip_after * level.scale)
     std_a = float(np.std(a, ddof=1)) if len(a) > 1 else 0.0
-    return float(a.mean()), std_a, len(a), level.center, level.scale, level.n
+    return float(a.mean()), std_a, len(a), level.center, level.scale, level.runs_for(positions)
 
 
 def _t_test(rows: list[tuple[float, ...]], worse_up: bool) -> np.ndarray:
@@ -151,7 +172,10 @@ class _Regime:
     settings: DetectorSettings
     start: int = 0
     prior: np.ndarray = field(default_factory=lambda: np.empty(0))
-    levels: dict[int, Level] = field(default_factory=dict)
+    levels: dict[tuple[int, bool], Level] = field(default_factory=dict)
+    lines: dict[int, Trend | None] = field(default_factory=dict)
+    trending: dict[int, bool] = field(default_factory=dict)
+    starts: tuple[int, ...] = (0,)  # the first run of each regime so far, this one last
 
     @property
     def need(self) -> int:
@@ -159,18 +183,62 @@ class _Regime:
         s = self.settings
         return s.min_regime if len(self.prior) >= s.min_before else s.min_before
 
-    def level(self, split: int) -> Level:
-        """The level of the (at most max_before) runs of this regime before `split` (cached)."""
-        if split not in self.levels:
-            before = self.logs[max(self.start, split - self.settings.max_before) : split]
-            self.levels[split] = regime_level(before, self.prior, self.settings.noise_floor)
-        return self.levels[split]
+    def level(self, split: int, up: bool | None = None, end: int | None = None) -> Level:
+        """The level of the (at most max_before) runs of this regime before `split` (cached): the line
+        through them (loadgen.analysis.trend) when the runs up to `end` trend and that line rises
+        towards `up` (with `up` None: either way), else a flat one. A line falling away from the
+        side tested is not used: it would make a change on that side look larger."""
+        trend = self._line(split) if self._drifts(split, end) else None
+        if trend is not None and up is not None and (trend.slope > 0) != up:
+            trend = None
+        key = (split, trend is not None)
+        if key not in self.levels:
+            s = self.settings
+            lo = max(self.start, split - s.max_before)
+            before, positions = self.logs[lo:split], np.arange(lo, split, dtype=float)
+            if trend is None:
+                self.levels[key] = regime_level(before, self.prior, s.noise_floor)
+            else:
+                flat = regime_level(trend.detrended(before, positions), self.prior, s.noise_floor)
+                self.levels[key] = dataclasses.replace(flat, trend=trend)
+        return self.levels[key]
+
+    def _window(self, end: int) -> tuple[np.ndarray, np.ndarray]:
+        """The newest max_before runs before `end` and the regime each belongs to."""
+        span = np.arange(max(0, end - self.settings.max_before), end)
+        return span, np.searchsorted(np.array(self.starts), span, side="right")
+
+    def _line(self, split: int) -> Trend | None:
+        """The line of the runs before `split`, within their regimes (cached)."""
+        if split not in self.lines:
+            span, regimes = self._window(split)
+            self.lines[split] = fit_trend(self.logs[span], span.astype(float), regimes)
+        return self.lines[split]
+
+    def _drifts(self, split: int, end: int | None) -> bool:
+        """Whether the runs up to `end` trend within their regimes, and the regime has `trend_min`
+        runs before `split` (cached; with `end` None: whenever there is a line)."""
+        if end is None:
+            return True
+        if end not in self.trending:
+            s, (span, regimes) = self.settings, self._window(end)
+            self.trending[end] = trends(self.logs[span], span.astype(float), regimes, s.trend_alpha, 3)
+        return self.trending[end] and split - self.start >= self.settings.trend_min > 0
+
+    def after(self, split: int, end: int, up: bool) -> tuple[np.ndarray, np.ndarray]:
+        """The runs from `split` to `end` as the level before `split` (`level(split, up, end)`) reads
+        them, and their positions."""
+        positions = np.arange(split, end, dtype=float)
+        return self.level(split, up, end).beyond(self.logs[split:end], positions), positions
 
     def restart(self, at: int) -> None:
-        """A change at `at`: its runs' residuals join the noise, and a new regime begins."""
-        old = self.logs[max(self.start, at - self.settings.max_before) : at]
+        """A change at `at`: its runs' residuals (about the trend, if any) join the noise, and a new
+        regime begins."""
+        lo = max(self.start, at - self.settings.max_before)
+        old = self.level(at, None, at).beyond(self.logs[lo:at], np.arange(lo, at, dtype=float))
         self.prior = np.concatenate([self.prior, old - np.median(old)])[-self.settings.max_before :]
-        self.start, self.levels = at, {}
+        self.start, self.levels, self.lines, self.trending = at, {}, {}, {}
+        self.starts = (*self.starts, at)
 
 
 def _p_values(
@@ -180,27 +248,30 @@ def _p_values(
     same without the most extreme run after the split (1.0 when only one run is after it), and the
     shift of the rest's median in noise units."""
     rows, loo_rows, has_loo, shifts = [], [], [], []
+    clip = regime.settings.clip_after
     for split in splits:
-        level, after = regime.level(split), regime.logs[split:end]
-        rows.append(_row(level, after, regime.settings.clip_after))
+        level, (after, positions) = regime.level(split, worse_up, end), regime.after(split, end, worse_up)
+        rows.append(_row(level, after, positions, clip))
         extreme = int(np.argmax(after) if worse_up else np.argmin(after))
-        rest = np.delete(after, extreme)
-        rest = rest if len(rest) else after
+        rest, rest_at = np.delete(after, extreme), np.delete(positions, extreme)
+        rest, rest_at = (rest, rest_at) if len(rest) else (after, positions)
         shift = (float(np.median(rest)) - level.center) / level.scale
         shifts.append(shift if worse_up else -shift)
         has_loo.append(len(after) > 1)
-        loo_rows.append(_row(level, rest, regime.settings.clip_after))
+        loo_rows.append(_row(level, rest, rest_at, clip))
     p_loo = np.where(has_loo, _t_test(loo_rows, worse_up), 1.0)
     return _t_test(rows, worse_up), p_loo, np.array(shifts)
 
 
-def _first_moved(regime: _Regime, splits: list[int], shift: np.ndarray, worse_up: bool) -> np.ndarray:
+def _first_moved(
+    regime: _Regime, splits: list[int], end: int, shift: np.ndarray, worse_up: bool
+) -> np.ndarray:
     """Per split: its first run reads at least half the shift beyond the level (in noise units), so
     the runs after it that make the change do not carry a run of the old level in front of them."""
     first = []
     for split in splits:
-        level = regime.level(split)
-        moved = (regime.logs[split] - level.center) / level.scale
+        level = regime.level(split, worse_up, end)
+        moved = (float(regime.after(split, end, worse_up)[0][0]) - level.center) / level.scale
         first.append(moved if worse_up else -moved)
     return np.array(first) >= 0.5 * shift
 
@@ -216,7 +287,7 @@ def _best_split(regime: _Regime, end: int, worse_up: bool, alpha: float) -> tupl
         (p < alpha)
         & (p_loo < s.loo_alpha)
         & (shift >= s.min_shift)
-        & _first_moved(regime, splits, shift, worse_up)
+        & _first_moved(regime, splits, end, shift, worse_up)
     )
     if not ok.any():
         return None
@@ -317,7 +388,10 @@ def _suspected(
     blocks = [k for k in range(1, max(1, s.min_after - 1) + 1) if end - k - regime.start >= regime.need]
     if not blocks:
         return None
-    rows = [_row(regime.level(end - k), regime.logs[end - k : end], np.inf) for k in blocks]
+    rows = [
+        _row(regime.level(end - k, worse_up, end), *regime.after(end - k, end, worse_up), np.inf)
+        for k in blocks
+    ]
     p_values = _t_test(rows, worse_up)
     best = int(np.argmin(p_values))
     p = min(1.0, float(p_values[best]) * len(blocks))
