@@ -17,8 +17,8 @@ import statistics
 import time
 from collections.abc import Mapping, Sequence
 
-from bench.refbench import RefServer, Tools, locate
-from bench.vs_go import cores_for
+from bench.refbench import RefServer, Tools
+from bench.vs_go import bench_setup, cores_for
 from loadgen.records import RequestRecord
 from loadgen.transport import evloop, kernel_stamps
 from loadgen.transport.rawhttp import RawClient
@@ -78,14 +78,10 @@ def main() -> None:
     if kernel_stamps.SO_TIMESTAMPNS is None:
         print("kstamp: skipped, no SO_TIMESTAMPNS on this platform (loadgen uses read stamps here)")
         return
-    tools = locate()
-    if isinstance(tools, str):
-        print(f"kstamp: skipped, the reference server is not available: {tools}")
+    setup = bench_setup("kstamp", "the reference server")
+    if setup is None:
         return
-    usable = sorted(os.sched_getaffinity(0))
-    if len(usable) < 2:
-        print("kstamp: needs two usable cores (client and server on their own); skipped")
-        return
+    tools, usable = setup
     try:
         client, server = cores_for(usable, os.environ.get("VSGO_CORES"))
         blocks = int(os.environ.get("KSTAMP_BLOCKS", "5"))

@@ -197,6 +197,20 @@ def cores_for(usable: Sequence[int], text: str | None) -> tuple[int, int]:
     return usable[-2], usable[-1]
 
 
+def bench_setup(name: str, what: str) -> tuple[Tools, list[int]] | None:
+    """The reference tools and the usable cores for bench `name`, or None after a line saying why it
+    is skipped (`what`: the side that needs the tools, e.g. "the Go side")."""
+    tools = locate()
+    if isinstance(tools, str):
+        print(f"{name}: skipped, {what} is not available: {tools}")
+        return None
+    usable = sorted(os.sched_getaffinity(0))
+    if len(usable) < 2:
+        print(f"{name}: needs two usable cores (client and server on their own); skipped")
+        return None
+    return tools, usable
+
+
 def clients(env: dict[str, str]) -> dict[str, str]:
     """Client name -> GO or a loadgen source path (this repo, plus VSGO_BEFORE)."""
     out = {"loadgen": str(REPO)}
@@ -291,14 +305,10 @@ def sweep(tools: Tools, rates: Sequence[int], seconds: float, cores: tuple[int, 
 
 def main() -> None:
     """Print the loadgen-vs-Go figures and ratio table (see module docstring)."""
-    tools = locate()
-    if isinstance(tools, str):
-        print(f"vsgo: skipped, the Go side is not available: {tools}")
+    setup = bench_setup("vsgo", "the Go side")
+    if setup is None:
         return
-    usable = sorted(os.sched_getaffinity(0))
-    if len(usable) < 2:
-        print("vsgo: needs two usable cores (client and server on their own); skipped")
-        return
+    tools, usable = setup
     env = dict(os.environ)
     try:
         cores = cores_for(usable, env.get("VSGO_CORES"))

@@ -172,17 +172,20 @@ def test_the_smt_line_names_cpus_that_share_a_core(tmp_path: Path) -> None:
     assert "unknown" in scaling.smt_line(5, str(tmp_path))
 
 
+class NoServers:
+    """A server group that starts nothing (rate_point is faked)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __enter__(self) -> NoServers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
 def test_a_point_not_sustained_is_run_again_before_its_row_stops(monkeypatch: pytest.MonkeyPatch) -> None:
-    class NoServers:
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            pass
-
-        def __enter__(self) -> NoServers:
-            return self
-
-        def __exit__(self, *exc: object) -> None:
-            pass
-
     # workers 8: 1,000 noisy twice then fine; 2,000 fails three times; 3,000 is never run
     lags = {(8, 1000): [5.0, 4.0, 0.5], (8, 2000): [5.0, 6.0, 3.0]}
     calls: list[tuple[int, int, int]] = []
@@ -203,16 +206,6 @@ def test_a_point_not_sustained_is_run_again_before_its_row_stops(monkeypatch: py
 
 
 def test_the_grid_runs_rate_by_rate_on_every_row_still_going(monkeypatch: pytest.MonkeyPatch) -> None:
-    class NoServers:
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            pass
-
-        def __enter__(self) -> NoServers:
-            return self
-
-        def __exit__(self, *exc: object) -> None:
-            pass
-
     calls: list[tuple[int, int]] = []
 
     def fake_point(
