@@ -5,11 +5,14 @@ mean of the runs before it, so a step test against a flat level raises one step 
 it. When the runs before a split trend, the step test measures the runs after it from the line
 instead (`loadgen.analysis.changepoint`):
 
-- the runs before trend when Kendall's tau against the run index is significant, two-sided,
-  p < `trend_alpha` (`scipy.stats.kendalltau`), over at least `trend_min` runs (a trend of fewer
-  runs is as often a spell of noise);
-- the line's slope is the Theil-Sen estimate (`scipy.stats.theilslopes`: the median of the pairwise
-  slopes, so the bench's one-sided outlier runs do not tilt it), through the runs' mean position;
+- the runs before trend when the seasonal Kendall test (Kendall's S against the run index, summed
+  over the regimes, so a step between two flat regimes is no trend) is significant, two-sided,
+  p < `trend_alpha`, over at least `trend_min` runs (a trend of fewer runs is as often a spell of
+  noise); `scipy.stats.kendalltau` has no strata, so the few lines of S and its variance are here
+  (ties are not corrected for: the values are continuous);
+- the line's slope is a stratified Theil-Sen estimate (the median of the pairwise slopes within each
+  regime, as `scipy.stats.theilslopes` takes it over one; the bench's one-sided outlier runs do not
+  tilt it), through the newest regime's mean position;
 - a run at position x is compared as `y - slope * (x - origin)`: what it reads beyond the line;
 - the level the runs after are compared with is the line extrapolated, which is less certain the
   further it is extrapolated: a mean of n runs at distance d from the runs' mean position has the
