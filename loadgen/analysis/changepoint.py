@@ -7,7 +7,7 @@ change starts a new regime. So checking a whole stored history gives the changes
 have raised, at the run it would have raised them (`Change.detected_at`).
 
 The test, in log space (shifts are relative), for each candidate `i` among the last `max_after` runs:
-- the regime before `i` (at most `max_before` runs) gives the level: runs further than `OUTLIER`
+- the regime before `i` (at most `max_before` runs) gives the level: runs further than `regime.OUTLIER`
   normal-consistent MADs (`scipy.stats.median_abs_deviation`) from its median are left out, the mean
   of the rest is the level, and their standard deviation the noise. The noise is the series', not
   the regime's: after a change, the residuals of the earlier regime(s) are pooled with the new one's,
@@ -44,17 +44,13 @@ change as a schedule saw it raised, a revised one included. The defaults are the
 from __future__ import annotations
 
 import copy
-import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats
 
-from loadgen.analysis.trend import Trend, fit_trend, trends
-
-OUTLIER = 4.0  # runs further than this many MADs from the regime's median are left out of its level
+from loadgen.analysis.regime import Regime, segment_row, t_test
 
 
 @dataclass(frozen=True)
@@ -113,136 +109,8 @@ class Change:
         return self.after_median / self.before_median - 1 if self.before_median else math.inf
 
 
-@dataclass(frozen=True)
-class Level:
-    """The regime before a candidate (log values): its level, the series' noise, runs averaged."""
-
-    center: float
-    scale: float
-    n: int
-    trend: Trend | None = None  # the runs before trend: values are read beyond this line
-
-    def beyond(self, values: np.ndarray, positions: np.ndarray) -> np.ndarray:
-        """`values` (log, at `positions`) as the level reads them: beyond its trend, if any."""
-        return values if self.trend is None else self.trend.detrended(values, positions)
-
-    def runs_for(self, positions: np.ndarray) -> float:
-        """How many runs the level is worth against runs at `positions` (fewer when extrapolated)."""
-        return self.n if self.trend is None else self.trend.effective_runs(self.n, positions)
-
-
-def regime_level(before: np.ndarray, prior: np.ndarray, floor: float) -> Level:
-    """Level of `before`: the mean of its runs within OUTLIER MADs of its median; noise: the standard
-    deviation of the residuals kept, `before`'s (about its median) pooled with the earlier regimes'
-    `prior` ones."""
-    median = float(np.median(before))
-    residuals = np.concatenate([prior, before - median])
-    mad = max(float(stats.median_abs_deviation(residuals, scale="normal")), floor)
-    kept = residuals[np.abs(residuals) <= OUTLIER * mad]
-    scale = max(float(np.std(kept, ddof=1)), floor) if len(kept) > 1 else mad
-    level = before[np.abs(before - median) <= OUTLIER * mad]
-    level = level if len(level) else before
-    return Level(float(level.mean()), scale, len(level))
-
-
-def _row(level: Level, after: np.ndarray, positions: np.ndarray, clip_after: float) -> tuple[float, ...]:
-    """(mean, std, n) of the clipped runs after a candidate (already read beyond the level's trend,
-    at `positions`), then (center, scale, runs it is worth) of the level."""
-    a = np.clip(after, level.center - clip_after * level.scale, level.center + clip_after * level.scale)
-    std_a = float(np.std(a, ddof=1)) if len(a) > 1 else 0.0
-    return float(a.mean()), std_a, len(a), level.center, level.scale, level.runs_for(positions)
-
-
-def _t_test(rows: list[tuple[float, ...]], worse_up: bool) -> np.ndarray:
-    """One-sided pooled two-sample t-test p-values (scipy), one per row of segment stats."""
-    m_a, s_a, n_a, m_b, s_b, n_b = (np.array(col) for col in zip(*rows, strict=True))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        result = stats.ttest_ind_from_stats(
-            m_a, s_a, n_a, m_b, s_b, n_b, equal_var=True, alternative="greater" if worse_up else "less"
-        )
-    p = np.asarray(result.pvalue, dtype=float)
-    return np.where(np.isfinite(p), p, 1.0)
-
-
-@dataclass
-class _Regime:
-    """The current regime of a scan: where it starts, the earlier regimes' residuals, levels so far."""
-
-    logs: np.ndarray
-    settings: DetectorSettings
-    start: int = 0
-    prior: np.ndarray = field(default_factory=lambda: np.empty(0))
-    levels: dict[tuple[int, bool], Level] = field(default_factory=dict)
-    lines: dict[int, Trend | None] = field(default_factory=dict)
-    trending: dict[int, bool] = field(default_factory=dict)
-    starts: tuple[int, ...] = (0,)  # the first run of each regime so far, this one last
-
-    @property
-    def need(self) -> int:
-        """Runs of this regime needed before a change: fewer once the noise is known from earlier ones."""
-        s = self.settings
-        return s.min_regime if len(self.prior) >= s.min_before else s.min_before
-
-    def level(self, split: int, up: bool | None = None, end: int | None = None) -> Level:
-        """The level of the (at most max_before) runs of this regime before `split` (cached): the line
-        through them (loadgen.analysis.trend) when the runs up to `end` trend and that line rises
-        towards `up` (with `up` None: either way), else a flat one. A line falling away from the
-        side tested is not used: it would make a change on that side look larger."""
-        trend = self._line(split) if self._drifts(split, end) else None
-        if trend is not None and up is not None and (trend.slope > 0) != up:
-            trend = None
-        key = (split, trend is not None)
-        if key not in self.levels:
-            s = self.settings
-            lo = max(self.start, split - s.max_before)
-            before, positions = self.logs[lo:split], np.arange(lo, split, dtype=float)
-            if trend is None:
-                self.levels[key] = regime_level(before, self.prior, s.noise_floor)
-            else:
-                flat = regime_level(trend.detrended(before, positions), self.prior, s.noise_floor)
-                self.levels[key] = dataclasses.replace(flat, trend=trend)
-        return self.levels[key]
-
-    def _window(self, end: int) -> tuple[np.ndarray, np.ndarray]:
-        """The newest max_before runs before `end` and the regime each belongs to."""
-        span = np.arange(max(0, end - self.settings.max_before), end)
-        return span, np.searchsorted(np.array(self.starts), span, side="right")
-
-    def _line(self, split: int) -> Trend | None:
-        """The line of the runs before `split`, within their regimes (cached)."""
-        if split not in self.lines:
-            span, regimes = self._window(split)
-            self.lines[split] = fit_trend(self.logs[span], span.astype(float), regimes)
-        return self.lines[split]
-
-    def _drifts(self, split: int, end: int | None) -> bool:
-        """Whether the runs up to `end` trend within their regimes, and the regime has `trend_min`
-        runs before `split` (cached; with `end` None: whenever there is a line)."""
-        if end is None:
-            return True
-        if end not in self.trending:
-            s, (span, regimes) = self.settings, self._window(end)
-            self.trending[end] = trends(self.logs[span], span.astype(float), regimes, s.trend_alpha, 3)
-        return self.trending[end] and split - self.start >= self.settings.trend_min > 0
-
-    def after(self, split: int, end: int, up: bool) -> tuple[np.ndarray, np.ndarray]:
-        """The runs from `split` to `end` as the level before `split` (`level(split, up, end)`) reads
-        them, and their positions."""
-        positions = np.arange(split, end, dtype=float)
-        return self.level(split, up, end).beyond(self.logs[split:end], positions), positions
-
-    def restart(self, at: int) -> None:
-        """A change at `at`: its runs' residuals (about the trend, if any) join the noise, and a new
-        regime begins."""
-        lo = max(self.start, at - self.settings.max_before)
-        old = self.level(at, None, at).beyond(self.logs[lo:at], np.arange(lo, at, dtype=float))
-        self.prior = np.concatenate([self.prior, old - np.median(old)])[-self.settings.max_before :]
-        self.start, self.levels, self.lines, self.trending = at, {}, {}, {}
-        self.starts = (*self.starts, at)
-
-
 def _p_values(
-    regime: _Regime, splits: list[int], end: int, worse_up: bool
+    regime: Regime, splits: list[int], end: int, worse_up: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per split: the p-value that logs[split:end] sit on the worse side of the level before it, the
     same without the most extreme run after the split (1.0 when only one run is after it), and the
@@ -251,20 +119,20 @@ def _p_values(
     clip = regime.settings.clip_after
     for split in splits:
         level, (after, positions) = regime.level(split, worse_up, end), regime.after(split, end, worse_up)
-        rows.append(_row(level, after, positions, clip))
+        rows.append(segment_row(level, after, positions, clip))
         extreme = int(np.argmax(after) if worse_up else np.argmin(after))
         rest, rest_at = np.delete(after, extreme), np.delete(positions, extreme)
         rest, rest_at = (rest, rest_at) if len(rest) else (after, positions)
         shift = (float(np.median(rest)) - level.center) / level.scale
         shifts.append(shift if worse_up else -shift)
         has_loo.append(len(after) > 1)
-        loo_rows.append(_row(level, rest, rest_at, clip))
-    p_loo = np.where(has_loo, _t_test(loo_rows, worse_up), 1.0)
-    return _t_test(rows, worse_up), p_loo, np.array(shifts)
+        loo_rows.append(segment_row(level, rest, rest_at, clip))
+    p_loo = np.where(has_loo, t_test(loo_rows, worse_up), 1.0)
+    return t_test(rows, worse_up), p_loo, np.array(shifts)
 
 
 def _first_moved(
-    regime: _Regime, splits: list[int], end: int, shift: np.ndarray, worse_up: bool
+    regime: Regime, splits: list[int], end: int, shift: np.ndarray, worse_up: bool
 ) -> np.ndarray:
     """Per split: its first run reads at least half the shift beyond the level (in noise units), so
     the runs after it that make the change do not carry a run of the old level in front of them."""
@@ -276,7 +144,7 @@ def _first_moved(
     return np.array(first) >= 0.5 * shift
 
 
-def _best_split(regime: _Regime, end: int, worse_up: bool, alpha: float) -> tuple[int, float] | None:
+def _best_split(regime: Regime, end: int, worse_up: bool, alpha: float) -> tuple[int, float] | None:
     """(index, p) of the most significant candidate in the regime up to `end` (p < alpha), or None."""
     s = regime.settings
     splits = list(range(max(regime.start + regime.need, end - s.max_after), end - s.min_after + 1))
@@ -316,11 +184,11 @@ class _Scan:
 
     changes: list[Change]
     raised: list[Change]
-    regime: _Regime
+    regime: Regime
     suspected: list[Change] = field(default_factory=list)  # the newest run suspected, check by check
 
 
-def _revisable(regime: _Regime, previous: _Regime | None, end: int) -> _Regime | None:
+def _revisable(regime: Regime, previous: Regime | None, end: int) -> Regime | None:
     """The regime before the latest change while the one after it is younger than `revise_within`."""
     young = end - regime.start < regime.settings.revise_within
     return previous if previous is not None and young else None
@@ -331,7 +199,7 @@ def _scan(
 ) -> _Scan:
     """Confirmed changes checking after each run (a young change revised, see the module's text);
     with `suspicions`, also each check's suspected newest run."""
-    regime, previous = _Regime(np.log(values), settings), None
+    regime, previous = Regime(np.log(values), settings), None
     changes: list[Change] = []
     raised: list[Change] = []
     suspected: list[Change] = []
@@ -366,7 +234,7 @@ def _scan(
 
 
 def _suspicion(
-    values: np.ndarray, regime: _Regime, changes: list[Change], end: int, higher_is_better: bool
+    values: np.ndarray, regime: Regime, changes: list[Change], end: int, higher_is_better: bool
 ) -> list[Change]:
     """What `detect` would add as suspected after run `end` (after that check's confirmations)."""
     covered = bool(changes) and changes[-1].index >= end - regime.settings.max_after
@@ -375,7 +243,7 @@ def _suspicion(
 
 
 def _suspected(
-    values: np.ndarray, regime: _Regime, higher_is_better: bool, end: int | None = None
+    values: np.ndarray, regime: Regime, higher_is_better: bool, end: int | None = None
 ) -> Change | None:
     """The newest runs (of the first `end`), fewer than `min_after`, on the worse side of the level
     before them (p < suspect_alpha), or None. Each block of the newest 1 .. min_after - 1 runs is
@@ -389,10 +257,10 @@ def _suspected(
     if not blocks:
         return None
     rows = [
-        _row(regime.level(end - k, worse_up, end), *regime.after(end - k, end, worse_up), np.inf)
+        segment_row(regime.level(end - k, worse_up, end), *regime.after(end - k, end, worse_up), np.inf)
         for k in blocks
     ]
-    p_values = _t_test(rows, worse_up)
+    p_values = t_test(rows, worse_up)
     best = int(np.argmin(p_values))
     p = min(1.0, float(p_values[best]) * len(blocks))
     change = _change(values, regime.start, end - blocks[best], end, p, True, "suspected", s.max_before)

@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from loadgen.analysis.changepoint import DetectorSettings, detect, raised, regime_level
+from loadgen.analysis.changepoint import DetectorSettings, detect, raised
+from loadgen.analysis.regime import regime_level
 
 
 def noisy(n: int, level: float, cv: float, seed: int) -> list[float]:
