@@ -2,13 +2,20 @@
 (`/proc/stat`, the 8th time column: time a virtual CPU was ready but the host ran something else). A
 point that fails while it is high failed on the host, not on loadgen; the bench prints it beside the
 row so a reader can tell the two apart. (Involuntary context switches would not tell: the raw client's
-real-time waker thread preempts its own event loop at every send.) Pure but for `cpu_times`."""
+real-time waker thread preempts its own event loop at every send.) Two probes run on the client's core
+just before a point: how late a 1 ms sleep wakes (`timer_overshoot_ms`, the retry's quiet test) and how
+fast a fixed piece of Python work runs (`work_ms`)."""
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable, Iterable, Mapping
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
+
+from loadgen.scale.pinning import pin
 
 STAT = Path("/proc/stat")
 
@@ -56,48 +63,43 @@ QUIET_P99_MS = 0.3  # a 1 ms sleep overshooting more than this at p99: the host 
 PROBE_SLEEPS = 200
 
 
+@contextlib.contextmanager
+def _on_core(core: int | None) -> Iterator[None]:
+    """Run this process on `core` meanwhile (loadgen.scale.pinning.pin), then where it ran before."""
+    keep = sorted(os.sched_getaffinity(0))
+    pin(None if core is None else [core])
+    try:
+        yield
+    finally:
+        pin(keep)
+
+
 def timer_overshoot_ms(core: int | None, sleeps: int = PROBE_SLEEPS) -> float:
     """p99 of how late `time.sleep(1 ms)` wakes on `core` (this process pinned there meanwhile), in ms.
     On a quiet host this is ~0.1 ms; a neighbour or the hypervisor taking the core shows as more."""
-    import os
-    import time
-
-    keep = os.sched_getaffinity(0)
-    if core is not None:
-        os.sched_setaffinity(0, {core})
-    try:
-        late = []
+    late = []
+    with _on_core(core):
         for _ in range(sleeps):
             t = time.perf_counter_ns()
             time.sleep(0.001)
             late.append((time.perf_counter_ns() - t) / 1e6 - 1.0)
-    finally:
-        os.sched_setaffinity(0, keep)
     late.sort()
     return late[min(len(late) - 1, int(0.99 * len(late)))]
 
 
-WORK_N = 300_000  # a fixed piece of interpreter work: ~5 ms on the H200 host's cores
+WORK_N = 300_000  # a fixed piece of interpreter work: 14-28 ms on the H200 host's cores (2026-12-02)
 
 
 def work_ms(core: int | None, repeats: int = 3) -> float:
     """The fastest of `repeats` timings of a fixed piece of Python work on `core`, in ms: the core's
     speed as loadgen sees it. A host whose neighbours share the physical core (SMT siblings, memory
     bandwidth) slows it without stealing time or delaying timers; this shows it."""
-    import os
-    import time
-
-    keep = os.sched_getaffinity(0)
-    if core is not None:
-        os.sched_setaffinity(0, {core})
-    try:
-        best = math.inf
+    best = math.inf
+    with _on_core(core):
         for _ in range(repeats):
             t = time.perf_counter_ns()
             sum(i * i for i in range(WORK_N))
             best = min(best, (time.perf_counter_ns() - t) / 1e6)
-    finally:
-        os.sched_setaffinity(0, keep)
     return best
 
 
@@ -106,8 +108,6 @@ def wait_for_quiet(
 ) -> tuple[float, float]:
     """Probe `core` until the timer overshoot p99 is under QUIET_P99_MS or `limit_s` has passed;
     (the last probe's ms, seconds waited)."""
-    import time
-
     t0 = time.monotonic()
     got = probe(core)
     while got >= QUIET_P99_MS and time.monotonic() - t0 < limit_s:

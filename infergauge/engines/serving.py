@@ -23,7 +23,16 @@ def url_port(url: Any) -> int | None:
         return None
 
 
-def _host(url: Any) -> str | None:
+def explicit_port(url: Any) -> int | None:
+    """The port a URL spells out (None when it has none or is no URL)."""
+    try:
+        return urlsplit(str(url or "")).port
+    except ValueError:
+        return None
+
+
+def url_host(url: Any) -> str | None:
+    """The host a URL names (None when it names none or is no URL)."""
     try:
         return urlsplit(str(url or "")).hostname
     except ValueError:
@@ -32,7 +41,7 @@ def _host(url: Any) -> str | None:
 
 def same_host(engine_url: Any, base_url: Any) -> bool:
     """False only when both URLs name hosts and they clearly differ (loopback names are one host)."""
-    mine, theirs = _host(base_url), _host(engine_url)
+    mine, theirs = url_host(base_url), url_host(engine_url)
     if not mine or not theirs:
         return True
     return mine == theirs or (mine in _LOOPBACK and theirs in _LOOPBACK)

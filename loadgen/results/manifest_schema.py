@@ -30,7 +30,6 @@ from loadgen.results.manifest_views import (
     as_dict,
     as_int,
     as_text,
-    url_port,
 )
 
 __all__ = [
@@ -50,7 +49,6 @@ __all__ = [
     "as_dict",
     "read_manifest",
     "upgrade",
-    "url_port",
 ]
 
 MANIFEST_VERSION = 2

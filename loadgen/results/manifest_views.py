@@ -7,9 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
-from infergauge.engines.serving import engine_ports, serves
+from infergauge.engines.serving import engine_ports, explicit_port, serves, url_host
 
 SERVED = "served"  # the key of the exporter's engine that served the run
 
@@ -27,21 +26,6 @@ def as_text(value: Any) -> str | None:
 def as_int(value: Any) -> int | None:
     """An int (None for anything else, booleans included)."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def url_port(url: Any) -> int | None:
-    """The port of a URL (None when it has none or is no URL)."""
-    try:
-        return urlsplit(str(url or "")).port
-    except ValueError:
-        return None
-
-
-def _host(url: Any) -> str | None:
-    try:
-        return urlsplit(str(url or "")).hostname
-    except ValueError:
-        return None
 
 
 @dataclass(frozen=True)
@@ -95,7 +79,7 @@ class EngineBlock:
     @property
     def port(self) -> int | None:
         """The port of the engine the run sent its load to."""
-        return url_port(self.base_url)
+        return explicit_port(self.base_url)
 
 
 @dataclass(frozen=True)
@@ -113,7 +97,7 @@ class ExporterEngine:
     @property
     def port(self) -> int | None:
         """The port of its URL."""
-        return url_port(self.url)
+        return explicit_port(self.url)
 
     @property
     def ports(self) -> set[int]:
@@ -126,7 +110,7 @@ class ExporterEngine:
         """`<engine>@<host>:<port>` (stable across restarts), else `<engine>@pid:<pid>`, else the name."""
         name = self.engine or "engine"
         if self.port is not None:
-            return f"{name}@{_host(self.url) or '?'}:{self.port}"
+            return f"{name}@{url_host(self.url) or '?'}:{self.port}"
         return f"{name}@pid:{self.pid}" if self.pid is not None else name
 
 
