@@ -34,6 +34,7 @@ from pathlib import Path
 
 from bench import client_figures as cf
 from bench.refbench import REPO, RefServer, Tools, cpu_s, locate, pin
+from loadgen.results.manifest_schema import read_manifest
 
 LOADGEN = "import sys; from loadgen.cli.main import main; sys.argv[0] = 'loadgen'; main()"
 GO = "go"
@@ -151,7 +152,7 @@ def run_client(
             lines = found[0].read_text().splitlines() if found else []
             reqs = [cf.from_loadgen(json.loads(x)) for x in lines if x]
             for manifest in Path(d).glob("*/manifest.json"):
-                stamps = json.loads(manifest.read_text()).get("client", {}).get("arrival_stamps")
+                stamps = read_manifest(manifest).client.arrival_stamps
                 ARRIVAL_STAMPS.setdefault(client, set()).add(str(stamps or "read (not recorded)"))
     lo, hi = cf.load_window(reqs)
     window = cf.window_cpu_s(samples, lo, hi)
