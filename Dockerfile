@@ -16,6 +16,9 @@ COPY infergauge ./infergauge
 COPY loadgen ./loadgen
 COPY simengine ./simengine
 COPY exporter ./exporter
+# a C compiler for the raw client's C reader (loadgen/transport/_kread.c; optional: without it the
+# wheel reads in Python); the runtime stage below gets the wheel, not the compiler
+RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev && rm -rf /var/lib/apt/lists/*
 RUN pip wheel --no-deps --wheel-dir /wheels .
 
 # Stage 2: the runtime, the wheel installed with its dependencies; no source tree, no build tools.

@@ -2,10 +2,12 @@
 
 The raw client (in this process, pinned to one core; the reference server on another: VSGO_CORES=
 client,server as `bench vsgo`) reads KSTAMP_STREAMS (default 64) concurrent streams of 256 tokens at
-TPOT 2 ms, three rounds, once with kernel stamps (`recvmsg` + `SCM_TIMESTAMPNS`) and once with read
-stamps (the option switched off: uvloop's transport reads), in KSTAMP_BLOCKS (default 5) blocks whose
-order alternates. Prints the process CPU per read of each (time.process_time over the rounds / the
-reads: the whole client, framing and parsing included) and their difference, per block and median.
+TPOT 2 ms, three rounds, with kernel stamps (`recvmsg` + `SCM_TIMESTAMPNS`) read by the C reader
+(`loadgen.transport._kread`, where built), with kernel stamps read in Python (`LOADGEN_NATIVE=0`; the
+mode `python`), and with read stamps (the option switched off: uvloop's transport reads), in
+KSTAMP_BLOCKS (default 5) blocks whose order alternates. Prints the process CPU per read of each
+(time.process_time over the rounds / the reads: the whole client, framing and parsing included) and
+the differences, per block and median.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from loadgen.transport import evloop, kernel_stamps
 from loadgen.transport.rawhttp import RawClient
 
 TOKENS, TTFT_MS, TPOT_MS, ROUNDS = 256, 20.0, 2.0, 3
-MODES = ("kernel", "read")
+MODES = ("kernel", "python", "read")  # C reader, Python reader (both kernel stamps), read stamps
 
 
 async def _rounds(url: str, streams: int) -> tuple[float, int]:
@@ -47,30 +49,46 @@ async def _rounds(url: str, streams: int) -> tuple[float, int]:
 
 
 def measure(tools: Tools, mode: str, streams: int, server_core: int) -> float:
-    """µs of CPU per read with `mode` stamps ("kernel" or "read")."""
-    option = kernel_stamps.SO_TIMESTAMPNS
+    """µs of CPU per read in `mode` (MODES)."""
+    option, switch = kernel_stamps.SO_TIMESTAMPNS, os.environ.get("LOADGEN_NATIVE")
     if mode == "read":
         kernel_stamps.SO_TIMESTAMPNS = None
+    if mode == "python":
+        os.environ["LOADGEN_NATIVE"] = "0"
     try:
         with RefServer(tools, [server_core], TTFT_MS, TPOT_MS, False) as server:
             cpu_s, reads = evloop.run(_rounds(server.url, streams))
-        used = kernel_stamps.arrival_stamps()
+        used = kernel_stamps.arrival_stamps(), kernel_stamps.native_reads()
     finally:
         kernel_stamps.SO_TIMESTAMPNS = option
-    if used != mode:
-        raise RuntimeError(f"asked for {mode} stamps, the reads had {used} ({kernel_stamps.counts()})")
+        if switch is None:
+            os.environ.pop("LOADGEN_NATIVE", None)
+        else:
+            os.environ["LOADGEN_NATIVE"] = switch
+    want = ("read" if mode == "read" else "kernel", mode == "kernel")
+    if used != want:
+        raise RuntimeError(f"asked for {mode}, the reads had {used} ({kernel_stamps.counts()})")
     return cpu_s / max(reads, 1) * 1e6
 
 
 def summary(per: Mapping[str, Sequence[float]]) -> list[str]:
-    """The result lines: each mode's median µs per read, and kernel minus read (median of blocks)."""
+    """The result lines: each mode's median µs per read, and each mode minus read stamps (median of
+    the per-block differences)."""
     med = {m: statistics.median(v) for m, v in per.items()}
-    diffs = [k - r for k, r in zip(per["kernel"], per["read"], strict=True)]
-    return [
-        f"CPU per read, kernel stamps: {med['kernel']:.2f} us; read stamps: {med['read']:.2f} us",
-        f"kernel - read: {statistics.median(diffs):+.2f} us a read (median of per-block differences; "
-        f"{statistics.median(diffs) / med['read'] * 100:+.1f}%)",
-    ]
+    names = {
+        "kernel": "kernel stamps, C reader",
+        "python": "kernel stamps, Python reader",
+        "read": "read stamps",
+    }
+    lines = ["CPU per read, " + "; ".join(f"{names[m]}: {med[m]:.2f} us" for m in per)]
+    for mode in per:
+        if mode != "read":
+            diffs = [k - r for k, r in zip(per[mode], per["read"], strict=True)]
+            lines.append(
+                f"{mode} - read: {statistics.median(diffs):+.2f} us a read (median of per-block differences; "
+                f"{statistics.median(diffs) / med['read'] * 100:+.1f}%)"
+            )
+    return lines
 
 
 def main() -> None:
@@ -90,10 +108,14 @@ def main() -> None:
         raise SystemExit(f"kstamp: {exc}") from None
     os.sched_setaffinity(0, [client])
     print(f"kstamp: client on core {client}, server on core {server}; {streams} streams x {TOKENS} tokens")
-    per: dict[str, list[float]] = {m: [] for m in MODES}
+    modes = MODES if kernel_stamps.native() else ("python", "read")
+    if "kernel" not in modes:
+        print("kstamp: the C reader is not built (or LOADGEN_NATIVE=0): kernel stamps are read in Python")
+    per: dict[str, list[float]] = {m: [] for m in modes}
     for block in range(blocks):
-        for mode in MODES if block % 2 == 0 else MODES[::-1]:
+        for mode in modes if block % 2 == 0 else modes[::-1]:
             per[mode].append(measure(tools, mode, streams, server))
-        print(f"  block {block + 1}: kernel {per['kernel'][-1]:.2f} us a read, read {per['read'][-1]:.2f}")
+        cells = ", ".join(f"{m} {per[m][-1]:.2f}" for m in modes)
+        print(f"  block {block + 1}: {cells} us a read")
     for line in summary(per):
         print(line)

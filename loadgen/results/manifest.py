@@ -54,6 +54,7 @@ def client_info() -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "event_loop": loop_name(),
         "arrival_stamps": kernel_stamps.arrival_stamps(),  # kernel | read | mixed (the raw client's reads)
+        "native_reads": kernel_stamps.native_reads(),  # the raw client read in C (loadgen.transport._kread)
         "load": host_load(),
     }
 

@@ -173,6 +173,7 @@ def _typed(raw: Mapping[str, Any]) -> Manifest:
             as_text(client.get("event_loop")),
             as_dict(client.get("load")),
             as_text(client.get("arrival_stamps")),
+            native if isinstance(native := client.get("native_reads"), bool) else None,
         ),
         config=as_dict(raw.get("config")),
         workload=Workload(

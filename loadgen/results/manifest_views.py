@@ -47,6 +47,7 @@ class Client:
     event_loop: str | None
     load: Mapping[str, Any]
     arrival_stamps: str | None = None  # kernel | read | mixed; None in records before it was written
+    native_reads: bool | None = None  # the raw client's reads in C; None in records before it was written
 
 
 @dataclass(frozen=True)

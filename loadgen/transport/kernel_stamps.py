@@ -13,6 +13,13 @@ close itself (keep-alive, `connection_lost` as before); a read error is handed t
 closes the transport with it. A read without the control message is stamped as today's reads are
 (`rawhttp.read_stamp`), and where the option does not exist (not Linux, TLS) the transport reads as
 before. `counts()` says what a run used (the manifest's `client.arrival_stamps`).
+
+Where the C extension `loadgen.transport._kread` is built (pyproject's ext-modules; optional), its
+`Reader` is the loop's reader callback instead of `_readable`: the same read, stamp and hand-off
+without the interpreter, and while the connection is between chunks of a chunked body (`sink`) a read
+that is exactly one whole chunk is recorded in C, as `ChunkedBody.feed`'s fast path would record it.
+`LOADGEN_NATIVE=0` in the environment keeps the Python reader (`native_reads()` says whether a run
+used the C one: the manifest's `client.native_reads`).
 """
 
 from __future__ import annotations
@@ -25,6 +32,15 @@ import sys
 import time
 from collections.abc import Callable
 
+from loadgen.transport.sse import COMPACT_TOKEN
+
+try:
+    from loadgen.transport import _kread  # type: ignore[attr-defined]
+except ImportError:  # not built (no compiler at install, another platform): the Python reader
+    _kread = None
+else:
+    _kread.set_token(COMPACT_TOKEN)
+
 # Python's socket module does not name SO_TIMESTAMPNS(_OLD): 35 in Linux's asm-generic (x86, arm, riscv,
 # powerpc, s390); alpha, mips, parisc and sparc number their own, so they read as before
 _GENERIC = sys.platform == "linux" and not os.uname().machine.startswith(("alpha", "mips", "parisc", "sparc"))
@@ -36,7 +52,8 @@ _GOOD_SAMPLE_NS = 20_000  # an offset taken across a longer pause (preempted in 
 RESAMPLE_NS = 1_000_000  # the offset is taken again for a stamp this far from the last sample's
 
 _clock = [-(1 << 62), 0]  # [the kernel stamp (ns) the offset was last taken for, the offset]
-_counts = {"kernel_connections": 0, "read_stamped": 0}  # since the last reset_counts()
+# since the last reset_counts()
+_counts = {"kernel_connections": 0, "native_connections": 0, "read_stamped": 0}
 
 
 def _resample(kernel_ns: int) -> None:
@@ -53,9 +70,14 @@ def _resample(kernel_ns: int) -> None:
     _clock[0] = kernel_ns
 
 
+def native() -> bool:
+    """True when connections read with the C reader (built, and not switched off by LOADGEN_NATIVE=0)."""
+    return _kread is not None and os.environ.get("LOADGEN_NATIVE", "1") != "0"
+
+
 def reset_counts() -> None:
     """Start counting a new run's connections and reads."""
-    _counts["kernel_connections"] = _counts["read_stamped"] = 0
+    _counts["kernel_connections"] = _counts["native_connections"] = _counts["read_stamped"] = 0
 
 
 def count_read_stamped() -> None:
@@ -66,6 +88,12 @@ def count_read_stamped() -> None:
 def counts() -> dict[str, int]:
     """Kernel-read connections and read-stamped reads since `reset_counts`."""
     return dict(_counts)
+
+
+def native_reads() -> bool:
+    """True when a connection since `reset_counts` read with the C reader (the manifest's
+    `client.native_reads`)."""
+    return _counts["native_connections"] > 0
 
 
 def arrival_stamps() -> str:
@@ -82,7 +110,9 @@ Handlers = tuple[Callable[[int, bytes], None], Callable[[bytes], None], Callable
 class KernelReader:
     """Reads one connection's socket with `recvmsg` and its kernel stamps (see module docstring)."""
 
-    __slots__ = ("sock", "fd", "loop", "transport", "received", "plain", "failed", "reading", "recvmsg")
+    __slots__ = (
+        "sock", "fd", "loop", "transport", "received", "plain", "failed", "reading", "recvmsg", "native",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -95,6 +125,11 @@ class KernelReader:
         self.received, self.plain, self.failed = handlers
         self.reading = False
         self.recvmsg = sock.recvmsg
+        self.native = (
+            _kread.Reader(self.fd, transport, self.received, self.plain, self.failed, self._eof, self.stop)
+            if native()
+            else None
+        )
 
     @classmethod
     def attach(
@@ -128,9 +163,11 @@ class KernelReader:
         if self.reading or self.sock.fileno() < 0 or self.transport.is_closing():
             return
         self.transport.pause_reading()
-        self.loop.add_reader(self.fd, self._readable)
+        self.loop.add_reader(self.fd, self.native or self._readable)
         self.reading = True
         _counts["kernel_connections"] += 1
+        if self.native is not None:
+            _counts["native_connections"] += 1
 
     def _readable(self) -> None:
         if self.transport.is_closing():  # aborted: the transport reads no more, nor do we
@@ -144,9 +181,8 @@ class KernelReader:
             self.stop()
             self.failed(exc)
             return
-        if not data:  # end of file: the transport reads it again and closes as before
-            self.stop()
-            self.transport.resume_reading()
+        if not data:
+            self._eof()
             return
         if anc:
             sec, nsec = _timespec(anc[0][2])
@@ -156,6 +192,17 @@ class KernelReader:
             self.received(kernel_ns - _clock[1], data)
         else:
             self.plain(data)  # the connection stamps it as the transport's reads
+
+    def _eof(self) -> None:
+        """End of file: the transport reads it again and closes as before."""
+        self.stop()
+        self.transport.resume_reading()
+
+    def sink(self, pieces: list[tuple[int, bytes]] | None, marks: bytearray | None) -> None:
+        """The C reader records a read that is exactly one whole chunk in `pieces` and `marks` (the
+        connection's `ChunkedBody` is between chunks); None: every read goes to the handlers."""
+        if self.native is not None:
+            self.native.sink(pieces, marks)
 
     def stop(self) -> None:
         """Stop reading (the descriptor stays open until `close`)."""
@@ -167,4 +214,6 @@ class KernelReader:
         """Stop reading and close the duplicate descriptor (the socket closes with the transport's);
         nothing to close when the connection took the descriptor over (`socket.detach`)."""
         self.stop()
+        if self.native is not None:
+            self.native.release()  # its references (the transport, the connection's handlers)
         self.sock.close()

@@ -162,6 +162,8 @@ class _Conn(asyncio.Protocol):
     ) -> None:
         self.waiter, self.reads, self.record, self.buf, self.mode = waiter, reads, record, b"", ""
         self.status, self.chunked, self.got_bytes, self.end_ns = 0, None, False, 0
+        if self.kernel is not None:
+            self.kernel.sink(None, None)  # (cleared at the last exchange's end already)
 
     def data_received(self, data: bytes) -> None:
         """A read the transport made (no kernel stamp): stamped now (`read_stamp`)."""
@@ -187,6 +189,18 @@ class _Conn(asyncio.Protocol):
             self.reusable = False  # bytes nobody asked for
         else:
             self._head(t, data)
+        kernel = self.kernel
+        if kernel is not None and kernel.native is not None:
+            self._sync_sink(kernel)
+
+    def _sync_sink(self, kernel: KernelReader) -> None:
+        """Let the C reader record the next read itself when the body is chunked and between chunks
+        (what `ChunkedBody.feed`'s fast path would take); else have it hand every read here."""
+        body = self.chunked
+        if self.mode == "chunked" and body is not None and not body.need and not body.head:
+            kernel.sink(body.pieces, body.marks)
+        else:
+            kernel.sink(None, None)
 
     def _head(self, t: int, data: bytes) -> None:
         buf = self.buf + data
