@@ -18,6 +18,7 @@ import os
 import statistics
 import time
 from collections.abc import Mapping, Sequence
+from unittest import mock
 
 from bench.refbench import RefServer, Tools
 from bench.vs_go import bench_setup, cores_for
@@ -50,21 +51,19 @@ async def _rounds(url: str, streams: int) -> tuple[float, int]:
 
 def measure(tools: Tools, mode: str, streams: int, server_core: int) -> float:
     """µs of CPU per read in `mode` (MODES)."""
-    option, switch = kernel_stamps.SO_TIMESTAMPNS, os.environ.get("LOADGEN_NATIVE")
+    option = kernel_stamps.SO_TIMESTAMPNS
     if mode == "read":
         kernel_stamps.SO_TIMESTAMPNS = None
-    if mode == "python":
-        os.environ["LOADGEN_NATIVE"] = "0"
+    switch = {"LOADGEN_NATIVE": "0"} if mode == "python" else {}
     try:
-        with RefServer(tools, [server_core], TTFT_MS, TPOT_MS, False) as server:
+        with (
+            mock.patch.dict(os.environ, switch),
+            RefServer(tools, [server_core], TTFT_MS, TPOT_MS, False) as server,
+        ):
             cpu_s, reads = evloop.run(_rounds(server.url, streams))
         used = kernel_stamps.arrival_stamps(), kernel_stamps.native_reads()
     finally:
         kernel_stamps.SO_TIMESTAMPNS = option
-        if switch is None:
-            os.environ.pop("LOADGEN_NATIVE", None)
-        else:
-            os.environ["LOADGEN_NATIVE"] = switch
     want = ("read" if mode == "read" else "kernel", mode == "kernel")
     if used != want:
         raise RuntimeError(f"asked for {mode}, the reads had {used} ({kernel_stamps.counts()})")

@@ -28,6 +28,7 @@ from loadgen.results.manifest_views import (
     Tool,
     Workload,
     as_dict,
+    as_bool,
     as_int,
     as_text,
 )
@@ -173,7 +174,7 @@ def _typed(raw: Mapping[str, Any]) -> Manifest:
             as_text(client.get("event_loop")),
             as_dict(client.get("load")),
             as_text(client.get("arrival_stamps")),
-            native if isinstance(native := client.get("native_reads"), bool) else None,
+            as_bool(client.get("native_reads")),
         ),
         config=as_dict(raw.get("config")),
         workload=Workload(

@@ -23,6 +23,11 @@ def as_text(value: Any) -> str | None:
     return None if value is None or isinstance(value, Mapping | list) else str(value)
 
 
+def as_bool(value: Any) -> bool | None:
+    """A boolean (None for anything else)."""
+    return value if isinstance(value, bool) else None
+
+
 def as_int(value: Any) -> int | None:
     """An int (None for anything else, booleans included)."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None

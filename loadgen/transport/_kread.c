@@ -30,7 +30,27 @@ a closing transport to `closing()`. Where this module is not built, KernelReader
 #define BUF 65536                 /* as kernel_stamps.BUF */
 #define RESAMPLE_NS 1000000LL     /* as kernel_stamps.RESAMPLE_NS */
 #define GOOD_SAMPLE_NS 20000LL    /* as kernel_stamps._GOOD_SAMPLE_NS */
-#define MAX_SIZE_DIGITS 16        /* ChunkedBody.feed's fast path: 0 < cut < 17 */
+#define MAX_SIZE_DIGITS 16        /* The tuple (t, bytes of p[0:n]): a recorded piece, or a handler's arguments. */
+static PyObject *stamped(long long t, const char *p, Py_ssize_t n) {
+    PyObject *stamp = PyLong_FromLongLong(t);
+    if (stamp == NULL) return NULL;
+    PyObject *data = PyBytes_FromStringAndSize(p, n);
+    if (data == NULL) {
+        Py_DECREF(stamp);
+        return NULL;
+    }
+    PyObject *pair = PyTuple_New(2);
+    if (pair == NULL) {
+        Py_DECREF(stamp);
+        Py_DECREF(data);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(pair, 0, stamp);
+    PyTuple_SET_ITEM(pair, 1, data);
+    return pair;
+}
+
+/* ChunkedBody.feed's fast path: 0 < cut < 17 */
 
 static char buf[BUF];  /* only ever used with the GIL held, and not across a call into Python */
 static long long clock_last = -(1LL << 62);  /* the kernel stamp the offset was last taken for */
@@ -151,21 +171,8 @@ static int one_chunk(Reader *self, long long t, Py_ssize_t n) {
             mark = lines == 2;
         }
     }
-    PyObject *stamp = PyLong_FromLongLong(t);
-    if (stamp == NULL) return -1;
-    PyObject *data = PyBytes_FromStringAndSize(piece, len);
-    if (data == NULL) {
-        Py_DECREF(stamp);
-        return -1;
-    }
-    PyObject *pair = PyTuple_New(2);
-    if (pair == NULL) {
-        Py_DECREF(stamp);
-        Py_DECREF(data);
-        return -1;
-    }
-    PyTuple_SET_ITEM(pair, 0, stamp);
-    PyTuple_SET_ITEM(pair, 1, data);
+    PyObject *pair = stamped(t, piece, len);
+    if (pair == NULL) return -1;
     PyObject *pieces = self->pieces, *marks = self->marks;
     int failed = PyList_Append(pieces, pair);
     Py_DECREF(pair);
@@ -174,20 +181,6 @@ static int one_chunk(Reader *self, long long t, Py_ssize_t n) {
     if (PyByteArray_Resize(marks, size_before + 1) < 0) return -1;
     PyByteArray_AS_STRING(marks)[size_before] = (char)mark;
     return 1;
-}
-
-static PyObject *call_with_stamp(PyObject *handler, long long t, Py_ssize_t n) {
-    PyObject *stamp = PyLong_FromLongLong(t);
-    if (stamp == NULL) return NULL;
-    PyObject *data = PyBytes_FromStringAndSize(buf, n);
-    if (data == NULL) {
-        Py_DECREF(stamp);
-        return NULL;
-    }
-    PyObject *got = PyObject_CallFunctionObjArgs(handler, stamp, data, NULL);
-    Py_DECREF(stamp);
-    Py_DECREF(data);
-    return got;
 }
 
 static PyObject *reader_call(Reader *self, PyObject *args, PyObject *kwds) {
@@ -222,16 +215,16 @@ static PyObject *reader_call(Reader *self, PyObject *args, PyObject *kwds) {
     if (n == 0) return PyObject_CallNoArgs(self->eof);
 
     struct timespec ts;
-    int stamped = 0;
+    int have_stamp = 0;
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c != NULL; c = CMSG_NXTHDR(&msg, c)) {
         if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS &&
             c->cmsg_len >= CMSG_LEN(sizeof ts)) {
             memcpy(&ts, CMSG_DATA(c), sizeof ts);
-            stamped = 1;
+            have_stamp = 1;
             break;
         }
     }
-    if (!stamped) {
+    if (!have_stamp) {
         PyObject *data = PyBytes_FromStringAndSize(buf, n);
         if (data == NULL) return NULL;
         PyObject *got = PyObject_CallOneArg(self->plain, data);
@@ -247,7 +240,11 @@ static PyObject *reader_call(Reader *self, PyObject *args, PyObject *kwds) {
         if (done < 0) return NULL;
         if (done) Py_RETURN_NONE;
     }
-    return call_with_stamp(self->received, t, (Py_ssize_t)n);
+    PyObject *pair = stamped(t, buf, (Py_ssize_t)n);
+    if (pair == NULL) return NULL;
+    PyObject *got = PyObject_Call(self->received, pair, NULL);
+    Py_DECREF(pair);
+    return got;
 }
 
 static PyObject *reader_sink(Reader *self, PyObject *args) {

@@ -162,8 +162,6 @@ class _Conn(asyncio.Protocol):
     ) -> None:
         self.waiter, self.reads, self.record, self.buf, self.mode = waiter, reads, record, b"", ""
         self.status, self.chunked, self.got_bytes, self.end_ns = 0, None, False, 0
-        if self.kernel is not None:
-            self.kernel.sink(None, None)  # (cleared at the last exchange's end already)
 
     def data_received(self, data: bytes) -> None:
         """A read the transport made (no kernel stamp): stamped now (`read_stamp`)."""
@@ -195,7 +193,10 @@ class _Conn(asyncio.Protocol):
 
     def _sync_sink(self, kernel: KernelReader) -> None:
         """Let the C reader record the next read itself when the body is chunked and between chunks
-        (what `ChunkedBody.feed`'s fast path would take); else have it hand every read here."""
+        (what `ChunkedBody.feed`'s fast path would take); else have it hand every read here. Called
+        after every read that reaches Python, so the read that ends an exchange (the last chunk is
+        never one the C reader takes) leaves the sink cleared for the next; an exchange cut short
+        closes its connection."""
         body = self.chunked
         if self.mode == "chunked" and body is not None and not body.need and not body.head:
             kernel.sink(body.pieces, body.marks)

@@ -7,6 +7,7 @@ same body pieces, marks, tokens, outcomes and errors, for framings that take eve
 from __future__ import annotations
 
 import asyncio
+import select
 import socket
 import struct
 import time
@@ -61,8 +62,6 @@ def tcp_pair() -> Iterator[tuple[socket.socket, socket.socket]]:
 
 
 def _wait_readable(sock: socket.socket) -> None:
-    import select
-
     assert select.select([sock], [], [], 5.0)[0], "nothing arrived"
 
 
