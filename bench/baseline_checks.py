@@ -57,7 +57,9 @@ def variants() -> list[Variant]:
     default prints the first only, to keep the bench within minutes)."""
     now = DetectorSettings()
     m = len(METRICS)
-    bonferroni = dataclasses.replace(now, combined_share=0.0, alpha=0.003, min_before=8)
+    bonferroni = dataclasses.replace(
+        now, combined_share=0.0, alpha=0.003, min_before=8, clip_after=3.0, trend_alpha=0.0
+    )
     # the settings before issue 20, every metric at them (the split of decide() undone by * m); the
     # t-test for the error rate; the first-run rule of the split is new and stays
     before = dataclasses.replace(
