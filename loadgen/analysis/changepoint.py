@@ -57,7 +57,7 @@ from loadgen.analysis.regime import Regime, segment_row, t_test
 class DetectorSettings:
     """Knobs of the check; the defaults are the ones `make bench` measures."""
 
-    alpha: float = 0.004  # one-sided p-value a confirmed regression must beat: the budget of a check,
+    alpha: float = 0.003  # one-sided p-value a confirmed regression must beat: the budget of a check,
     # split over its combined tests and watched metrics (loadgen.baseline.decide)
     combined_share: float = 0.8  # share of alpha spent on the combined tests of the metrics a step
     # moves together (loadgen.baseline.joint); the rest is split over the single metrics
@@ -72,8 +72,8 @@ class DetectorSettings:
     loo_alpha: float = 0.025  # without its most extreme run, the rest must still differ at this level
     min_shift: float = 1.2  # median after vs the level before, in noise units, at least
     noise_floor: float = 0.002  # smallest noise (relative) assumed, for near-constant series
-    clip_after: float = 3.0  # runs after a candidate move the comparison by at most this many noise
-    # units each
+    clip_after: float = 4.0  # runs after a candidate move the comparison by at most this many noise
+    # units each (3 cut a 10% step at CV 2.5%, 4 units a run, down to 3: half the bench's 10% misses)
     revise_within: int = 7  # runs after a change during which a later one found against the regime
     # before it replaces it (0: never revised)
     trend_alpha: float = 0.01  # the newest max_before runs up to a check that trend within their
