@@ -8,6 +8,7 @@ and the package sits directly in it. Installed builds carry `loadgen/_build_info
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
 import subprocess
@@ -63,8 +64,10 @@ def stamped_sha() -> str | None:
     return str(sha) if sha else None
 
 
+@functools.cache
 def git_sha() -> tuple[str | None, str | None]:
-    """(commit, where it came from: "checkout", "build" or None)."""
+    """(commit, where it came from: "checkout", "build" or None); asked once a process (two `git`
+    runs): the code that runs is the one imported, whatever the checkout's HEAD does later."""
     sha = checkout_sha()
     if sha:
         return sha, "checkout"
