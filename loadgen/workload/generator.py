@@ -21,7 +21,6 @@ from typing import Any
 
 from loadgen.config import RunConfig
 from loadgen.workload.clip import clip_lengths, clip_needed
-from loadgen.workload.dataset import read_dataset
 from loadgen.workload.distributions import LengthDist, parse_length
 
 # Token ids drawn for synthetic prompts: above the special tokens, inside the smallest vocabulary we
@@ -200,6 +199,8 @@ class JsonlWorkload:
         self.path = Path(config.dataset)
         self.seed = config.seed
         self.output_dist = parse_length(config.lengths[1])
+        from loadgen.workload.dataset import read_dataset  # --workload jsonl only
+
         self.records = read_dataset(self.path, config.endpoint)  # every line checked before the run
 
     def request(self, index: int) -> RequestSpec:

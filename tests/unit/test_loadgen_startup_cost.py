@@ -1,9 +1,12 @@
 """What a plain raw-client run keeps off its start-up and hot path: aiohttp, prometheus_client and
-yaml are not imported by the run path, token ids are drawn as `random.choices` draws them, and the
-backlog's size estimate is unchanged."""
+yaml are not imported by the run path, nor (in a whole run) what only an orphaned --workers run,
+a JSONL dataset or a worker needs; git is asked for the commit once a process, a run without
+Grafana starts no thread to annotate nothing; token ids are drawn as `random.choices` draws them,
+and the backlog's size estimate is unchanged."""
 
 from __future__ import annotations
 
+import json
 import random
 import subprocess
 import sys
@@ -11,13 +14,44 @@ from pathlib import Path
 
 import pytest
 
+from loadgen import provenance
 from loadgen.records import RequestRecord
+from loadgen.results.manifest import tool_info
 from loadgen.run.backlog import PIECE_OVERHEAD, held_bytes
 from loadgen.run.unserved_metrics import UnservedMetrics
 from loadgen.workload.generator import TOKEN_ID_HIGH, TOKEN_ID_LOW, _token_ids
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_PATH = ["loadgen.cli.main", "loadgen.cli.run", "loadgen.run.runner", "loadgen.run.steps"]
+# what a whole plain run (raw client, no --metrics-port, no Grafana, quiet) must not import
+OFF_A_PLAIN_RUN = [
+    "aiohttp",
+    "prometheus_client",
+    "yaml",
+    "rich",
+    "numpy",
+    "ctypes",  # a --workers worker's parent-death signal
+    "loadgen.results.merge",  # an orphaned --workers run's rebuild
+    "loadgen.results.shard_record",
+    "loadgen.workload.dataset",  # --workload jsonl
+    "loadgen.run.live_metrics",
+]
+WHOLE_RUN = """\
+import asyncio, json, sys
+threads = []
+to_thread = asyncio.to_thread
+def counted(fn, *args, **kwargs):
+    threads.append(getattr(fn, "__name__", "?"))
+    return to_thread(fn, *args, **kwargs)
+asyncio.to_thread = counted
+from loadgen.cli.main import main
+sys.argv = ["loadgen", *ARGS]
+try:
+    main()
+finally:
+    off = [m for m in OFF if m in sys.modules]
+    print(json.dumps({"imported": off, "to_thread": threads}), file=sys.stderr)
+"""
 
 
 @pytest.mark.parametrize("blocked", ["aiohttp", "prometheus_client", "yaml"])
@@ -56,3 +90,41 @@ def test_unserved_metrics_take_every_call_and_say_they_are_not_served() -> None:
         gauge.set(1.0)
     metrics.stop()
     assert metrics.address is None  # Run.account and the dispatcher's on_sent key off this
+
+
+@pytest.mark.timeout(60)
+def test_a_whole_plain_run_imports_nothing_it_does_not_use(tmp_path: Path) -> None:
+    from tests.loadgen_servers import FakeEngine, ServerThread
+
+    engine = FakeEngine(ttft_s=0.001, itl_s=0.001)
+    with ServerThread(engine.app) as server:
+        args = ["run", "--target", "openai", "--base-url", server.base_url, "--num-prompts", "3"]
+        args += ["--rate", "50", "--output-len", "fixed:4", "--quiet", "--json", "--linger", "0"]
+        args += ["--metrics-port", "0", "--results-dir", str(tmp_path), "--exporter-url", "none"]
+        code = WHOLE_RUN.replace("ARGS", repr(args)).replace("OFF", repr(OFF_A_PLAIN_RUN))
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=50
+        )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["requests"]["ok"] == 3
+    seen = json.loads(done.stderr.strip().splitlines()[-1])
+    assert seen["imported"] == []
+    assert seen["to_thread"] == []  # no Grafana: no annotation thread
+
+
+def test_the_commit_is_asked_of_git_once_a_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[int] = []
+
+    def checkout_sha() -> str:
+        asked.append(1)
+        return "abc123"
+
+    monkeypatch.setattr(provenance, "checkout_sha", checkout_sha)
+    provenance.git_sha.cache_clear()
+    try:
+        first, second = tool_info(), tool_info()  # a run's start manifest and its final one
+    finally:
+        provenance.git_sha.cache_clear()  # the next caller asks the real checkout again
+    assert first == second
+    assert first["git_sha"] == "abc123"
+    assert len(asked) == 1
