@@ -7,7 +7,8 @@ CLOCK_MONOTONIC (perf_counter_ns) by an offset sampled once per millisecond of s
 handed on. While the connection's body is chunked and between chunks (the Python side says so with
 `sink(pieces, marks)`), a read that is exactly one whole chunk is recorded here, as
 `ChunkedBody.feed`'s fast path records it: `(t, chunk data)` appended to `pieces` and its compact-token
-mark to `marks`. Every other read goes to the Python handlers, stamped: `received(t, data)`, or
+mark to `marks`; so is a read of several whole chunks and nothing else, as `ChunkedBody._feed` records
+it (their data joined into one piece, unmarked). Every other read goes to the Python handlers, stamped: `received(t, data)`, or
 `plain(data)` when the kernel gave no stamp; a read error to `failed(OSError)`, end of file to `eof()`,
 a closing transport to `closing()`. Where this module is not built, KernelReader reads in Python. */
 
@@ -183,6 +184,68 @@ static int one_chunk(Reader *self, long long t, Py_ssize_t n) {
     return 1;
 }
 
+/* The size line at buf[pos:] of a whole chunk that ends by n: its data's length (> 0), with *data set
+   to where the data starts; 0 when buf[pos:n] does not start with such a chunk (a size line of more
+   than hex digits, a zero size, a chunk cut by the read, or no CRLF after its data). */
+static long long whole_chunk_at(Py_ssize_t pos, Py_ssize_t n, Py_ssize_t *data) {
+    Py_ssize_t cut = -1;
+    Py_ssize_t scan = n - pos < MAX_SIZE_DIGITS + 2 ? n - pos : MAX_SIZE_DIGITS + 2;
+    for (Py_ssize_t i = 0; i + 1 < scan; i++) {
+        if (buf[pos + i] == '\r' && buf[pos + i + 1] == '\n') {
+            cut = i;
+            break;
+        }
+    }
+    if (cut <= 0) return 0;
+    long long size = hex_size(buf + pos, cut);
+    if (size <= 0) return 0;
+    Py_ssize_t start = pos + cut + 2, end = start + (Py_ssize_t)size;
+    if (end + 2 > n || buf[end] != '\r' || buf[end + 1] != '\n') return 0;
+    *data = start;
+    return size;
+}
+
+/* A read of two or more whole chunks and nothing else (a client that fell behind reads several token
+   events at once): recorded as ChunkedBody._feed records it, the chunks' data joined into one piece,
+   unmarked. 1 when recorded, 0 when the read is not that (nothing recorded), -1 on a Python error. */
+static int whole_chunks(Reader *self, long long t, Py_ssize_t n) {
+    Py_ssize_t pos = 0, total = 0, data;
+    int count = 0;
+    while (pos < n) {
+        long long size = whole_chunk_at(pos, n, &data);
+        if (size <= 0) return 0;
+        total += (Py_ssize_t)size;
+        pos = data + (Py_ssize_t)size + 2;
+        count++;
+    }
+    if (count < 2) return 0;
+    PyObject *joined = PyBytes_FromStringAndSize(NULL, total);
+    if (joined == NULL) return -1;
+    char *out = PyBytes_AS_STRING(joined);
+    for (pos = 0; pos < n;) {
+        long long size = whole_chunk_at(pos, n, &data);
+        memcpy(out, buf + data, (size_t)size);
+        out += size;
+        pos = data + (Py_ssize_t)size + 2;
+    }
+    PyObject *stamp = PyLong_FromLongLong(t);
+    PyObject *pair = stamp == NULL ? NULL : PyTuple_New(2);
+    if (pair == NULL) {
+        Py_XDECREF(stamp);
+        Py_DECREF(joined);
+        return -1;
+    }
+    PyTuple_SET_ITEM(pair, 0, stamp);
+    PyTuple_SET_ITEM(pair, 1, joined);
+    int failed = PyList_Append(self->pieces, pair);
+    Py_DECREF(pair);
+    if (failed) return -1;
+    Py_ssize_t size_before = PyByteArray_GET_SIZE(self->marks);
+    if (PyByteArray_Resize(self->marks, size_before + 1) < 0) return -1;
+    PyByteArray_AS_STRING(self->marks)[size_before] = 0;
+    return 1;
+}
+
 static PyObject *reader_call(Reader *self, PyObject *args, PyObject *kwds) {
     if (self->transport == NULL) Py_RETURN_NONE;  /* cleared */
     PyObject *closing = PyObject_CallMethodNoArgs(self->transport, str_is_closing);
@@ -237,6 +300,7 @@ static PyObject *reader_call(Reader *self, PyObject *args, PyObject *kwds) {
     long long t = kernel_ns - clock_offset;
     if (self->pieces != NULL) {
         int done = one_chunk(self, t, (Py_ssize_t)n);
+        if (done == 0) done = whole_chunks(self, t, (Py_ssize_t)n);
         if (done < 0) return NULL;
         if (done) Py_RETURN_NONE;
     }

@@ -85,7 +85,10 @@ def test_whole_chunks_are_recorded_in_c_and_the_rest_handed_on() -> None:
             chunk(b'data: {"usage":{}}\n\n'),  # one whole chunk, not a token event: recorded, unmarked
             chunk(TOKEN, b"0_3a"),  # a size line only Python's int() reads: handed on
             chunk(TOKEN)[:10],  # part of a chunk: handed on
-            chunk(TOKEN) + chunk(TOKEN),  # two chunks in one read: handed on
+            chunk(TOKEN) + chunk(TOKEN)[:10],  # a whole chunk and part of the next: handed on
+            chunk(TOKEN) + END,  # a whole chunk and the last one: handed on
+            chunk(TOKEN) + chunk(b'data: {"usage":{}}\n\n'),  # two whole chunks: one piece, unmarked
+            chunk(TOKEN) * 3,  # three: the same
         ]
         before = time.perf_counter_ns()
         for data in sends:
@@ -94,13 +97,15 @@ def test_whole_chunks_are_recorded_in_c_and_the_rest_handed_on() -> None:
             time.sleep(0.01)  # each send is its own read
             reader()
         after = time.perf_counter_ns()
-        assert [data for _, data in pieces] == [TOKEN, b'data: {"usage":{}}\n\n']
-        assert list(marks) == [1, 0]
-        assert [kind for kind, _ in calls] == ["received"] * 3
-        assert [data for _, (_, data) in calls] == sends[2:]
+        usage = b'data: {"usage":{}}\n\n'
+        assert [data for _, data in pieces] == [TOKEN, usage, TOKEN + usage, TOKEN * 3]
+        assert list(marks) == [1, 0, 0, 0]
+        assert [kind for kind, _ in calls] == ["received"] * 4
+        assert [data for _, (_, data) in calls] == sends[2:6]
         stamps = [t for t, _ in pieces] + [t for _, (t, _) in calls]
         assert all(before - 1_000_000 < t < after for t in stamps), (before, stamps, after)
-        assert stamps == sorted(stamps)
+        in_order = [pieces[0][0], pieces[1][0], *(t for _, (t, _) in calls), pieces[2][0], pieces[3][0]]
+        assert in_order == sorted(in_order)  # each read stamped as it came
 
         reader.sink(None, None)  # no sink: a whole chunk is handed on too
         calls.clear()
@@ -159,6 +164,12 @@ BODIES = [
     ("whole token chunks", "ok", 5, [chunk(TOKEN)] * 5 + [END]),
     ("a chunk split over reads", "ok", 2, [chunk(TOKEN), chunk(TOKEN)[:9], chunk(TOKEN)[9:], END]),
     ("two chunks a read", "ok", 3, [chunk(TOKEN) + chunk(TOKEN), chunk(TOKEN), END]),
+    (
+        "three chunks a read, then one and a half",
+        "ok",
+        5,
+        [chunk(TOKEN) * 3, chunk(TOKEN) + chunk(TOKEN)[:9], chunk(TOKEN)[9:], END],
+    ),
     ("the end with the last token", "ok", 2, [chunk(TOKEN), chunk(TOKEN) + END]),
     ("an extension and upper-case sizes", "ok", 2, [chunk(TOKEN, SIZE.upper() + b";x=1"), chunk(TOKEN), END]),
     ("a size line split", "ok", 2, [chunk(TOKEN), SIZE[:1], SIZE[1:] + b"\r\n" + TOKEN + b"\r\n", END]),
