@@ -42,13 +42,23 @@ class Level:
         return self.n if self.trend is None else self.trend.effective_runs(self.n, positions)
 
 
+NORMAL_MAD = 0.6744897501960817  # scipy.special.ndtri(0.75): the MAD of a unit normal
+
+
+def normal_mad(values: np.ndarray) -> float:
+    """`scipy.stats.median_abs_deviation(values, scale="normal")` for a 1-D array, the same arithmetic
+    (the median of |x - median| over ndtri(0.75)) without scipy's argument handling, which was 40% of
+    a whole check's time (0.7 ms a call)."""
+    return float(np.median(np.abs(values - np.median(values)))) / NORMAL_MAD
+
+
 def regime_level(before: np.ndarray, prior: np.ndarray, floor: float) -> Level:
     """Level of `before`: the mean of its runs within OUTLIER MADs of its median; noise: the standard
     deviation of the residuals kept, `before`'s (about its median) pooled with the earlier regimes'
     `prior` ones."""
     median = float(np.median(before))
     residuals = np.concatenate([prior, before - median])
-    mad = max(float(stats.median_abs_deviation(residuals, scale="normal")), floor)
+    mad = max(normal_mad(residuals), floor)
     kept = residuals[np.abs(residuals) <= OUTLIER * mad]
     scale = max(float(np.std(kept, ddof=1)), floor) if len(kept) > 1 else mad
     level = before[np.abs(before - median) <= OUTLIER * mad]

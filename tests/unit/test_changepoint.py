@@ -7,9 +7,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from loadgen.analysis.changepoint import DetectorSettings, detect, raised
-from loadgen.analysis.regime import regime_level
+from loadgen.analysis.regime import normal_mad, regime_level
 
 
 def noisy(n: int, level: float, cv: float, seed: int) -> list[float]:
@@ -204,3 +205,13 @@ def test_a_step_two_runs_old_is_suspected_though_its_newest_run_alone_is_not() -
     found = detect(tpot, higher_is_better=False, settings=DetectorSettings(min_before=5))
     assert [(c.index, c.status) for c in found] == [(6, "suspected")]
     assert found[0].p_value < DetectorSettings().suspect_alpha
+
+
+def test_the_normal_mad_is_scipys_to_the_bit() -> None:
+    """regime.normal_mad replaces scipy's median_abs_deviation(scale="normal") on the hot path: the same
+    value, exactly, for odd and even lengths, heavy tails and ties."""
+    rng = np.random.default_rng(7)
+    samples = [rng.standard_t(3, n) * rng.uniform(0.001, 0.1) for n in range(1, 70)]
+    samples += [np.array([0.01, 0.01, 0.01, 0.02]), np.zeros(5), np.array([1e-9])]
+    for x in samples:
+        assert normal_mad(x) == float(stats.median_abs_deviation(x, scale="normal")), x
