@@ -8,9 +8,10 @@ handed on. While the connection's body is chunked and between chunks (the Python
 `sink(pieces, marks)`), a read that is exactly one whole chunk is recorded here, as
 `ChunkedBody.feed`'s fast path records it: `(t, chunk data)` appended to `pieces` and its compact-token
 mark to `marks`; so is a read of several whole chunks and nothing else, as `ChunkedBody._feed` records
-it (their data joined into one piece, unmarked). Every other read goes to the Python handlers, stamped: `received(t, data)`, or
-`plain(data)` when the kernel gave no stamp; a read error to `failed(OSError)`, end of file to `eof()`,
-a closing transport to `closing()`. Where this module is not built, KernelReader reads in Python. */
+it (their data joined into one piece, unmarked). Every other read goes to the Python handlers,
+stamped: `received(t, data)`, or `plain(data)` when the kernel gave no stamp; a read error to
+`failed(OSError)`, end of file to `eof()`, a closing transport to `closing()`. Where this module is
+not built, KernelReader reads in Python. */
 
 #define _GNU_SOURCE  /* memmem */
 #define PY_SSIZE_T_CLEAN
@@ -31,18 +32,15 @@ a closing transport to `closing()`. Where this module is not built, KernelReader
 #define BUF 65536                 /* as kernel_stamps.BUF */
 #define RESAMPLE_NS 1000000LL     /* as kernel_stamps.RESAMPLE_NS */
 #define GOOD_SAMPLE_NS 20000LL    /* as kernel_stamps._GOOD_SAMPLE_NS */
-#define MAX_SIZE_DIGITS 16        /* The tuple (t, bytes of p[0:n]): a recorded piece, or a handler's arguments. */
-static PyObject *stamped(long long t, const char *p, Py_ssize_t n) {
+#define MAX_SIZE_DIGITS 16        /* ChunkedBody.feed's fast path: 0 < cut < 17 */
+
+/* The tuple (t, data), taking the caller's reference to `data` (NULL: an error already set). */
+static PyObject *pair_of(long long t, PyObject *data) {
+    if (data == NULL) return NULL;
     PyObject *stamp = PyLong_FromLongLong(t);
-    if (stamp == NULL) return NULL;
-    PyObject *data = PyBytes_FromStringAndSize(p, n);
-    if (data == NULL) {
-        Py_DECREF(stamp);
-        return NULL;
-    }
-    PyObject *pair = PyTuple_New(2);
+    PyObject *pair = stamp == NULL ? NULL : PyTuple_New(2);
     if (pair == NULL) {
-        Py_DECREF(stamp);
+        Py_XDECREF(stamp);
         Py_DECREF(data);
         return NULL;
     }
@@ -51,7 +49,10 @@ static PyObject *stamped(long long t, const char *p, Py_ssize_t n) {
     return pair;
 }
 
-/* ChunkedBody.feed's fast path: 0 < cut < 17 */
+/* The tuple (t, bytes of p[0:n]): a recorded piece, or a handler's arguments. */
+static PyObject *stamped(long long t, const char *p, Py_ssize_t n) {
+    return pair_of(t, PyBytes_FromStringAndSize(p, n));
+}
 
 static char buf[BUF];  /* only ever used with the GIL held, and not across a call into Python */
 static long long clock_last = -(1LL << 62);  /* the kernel stamp the offset was last taken for */
@@ -145,48 +146,9 @@ static long long hex_size(const char *p, Py_ssize_t cut) {
     return size > BUF ? -1 : (long long)size;
 }
 
-/* ChunkedBody.feed's fast path: 1 when buf[0:n] is exactly one whole chunk and was recorded, 0 when it
-   is not (nothing recorded), -1 on a Python error. */
-static int one_chunk(Reader *self, long long t, Py_ssize_t n) {
-    Py_ssize_t cut = -1;
-    Py_ssize_t scan = n < MAX_SIZE_DIGITS + 2 ? n : MAX_SIZE_DIGITS + 2;
-    for (Py_ssize_t i = 0; i + 1 < scan; i++) {
-        if (buf[i] == '\r' && buf[i + 1] == '\n') {
-            cut = i;
-            break;
-        }
-    }
-    if (cut <= 0) return 0;
-    long long size = hex_size(buf, cut);
-    if (size <= 0) return 0;
-    Py_ssize_t end = cut + 2 + (Py_ssize_t)size;
-    if (n != end + 2 || buf[end] != '\r' || buf[end + 1] != '\n') return 0;
-    const char *piece = buf + cut + 2;
-    Py_ssize_t len = (Py_ssize_t)size;
-    int mark = 0;
-    if (token != NULL && len >= 10 && memcmp(piece, "data: {", 7) == 0 && memcmp(piece + len - 3, "}\n\n", 3) == 0) {
-        const char *found = memmem(piece, (size_t)len, PyBytes_AS_STRING(token), (size_t)PyBytes_GET_SIZE(token));
-        if (found != NULL && found > piece) {
-            Py_ssize_t lines = 0;
-            for (const char *q = piece; (q = memchr(q, '\n', (size_t)(piece + len - q))) != NULL; q++) lines++;
-            mark = lines == 2;
-        }
-    }
-    PyObject *pair = stamped(t, piece, len);
-    if (pair == NULL) return -1;
-    PyObject *pieces = self->pieces, *marks = self->marks;
-    int failed = PyList_Append(pieces, pair);
-    Py_DECREF(pair);
-    if (failed) return -1;
-    Py_ssize_t size_before = PyByteArray_GET_SIZE(marks);
-    if (PyByteArray_Resize(marks, size_before + 1) < 0) return -1;
-    PyByteArray_AS_STRING(marks)[size_before] = (char)mark;
-    return 1;
-}
-
-/* The size line at buf[pos:] of a whole chunk that ends by n: its data's length (> 0), with *data set
-   to where the data starts; 0 when buf[pos:n] does not start with such a chunk (a size line of more
-   than hex digits, a zero size, a chunk cut by the read, or no CRLF after its data). */
+/* The whole chunk at buf[pos:n]: its data's length (> 0), with *data set to where the data starts; 0
+   when buf[pos:n] does not start with one (a size line of more than hex digits, a zero size, a chunk
+   cut by the read, or no CRLF after its data). */
 static long long whole_chunk_at(Py_ssize_t pos, Py_ssize_t n, Py_ssize_t *data) {
     Py_ssize_t cut = -1;
     Py_ssize_t scan = n - pos < MAX_SIZE_DIGITS + 2 ? n - pos : MAX_SIZE_DIGITS + 2;
@@ -205,44 +167,56 @@ static long long whole_chunk_at(Py_ssize_t pos, Py_ssize_t n, Py_ssize_t *data) 
     return size;
 }
 
-/* A read of two or more whole chunks and nothing else (a client that fell behind reads several token
-   events at once): recorded as ChunkedBody._feed records it, the chunks' data joined into one piece,
-   unmarked. 1 when recorded, 0 when the read is not that (nothing recorded), -1 on a Python error. */
+/* ChunkedBody.feed's compact-token mark of one chunk's data. */
+static int token_mark(const char *piece, Py_ssize_t len) {
+    if (token == NULL || len < 10 || memcmp(piece, "data: {", 7) != 0 || memcmp(piece + len - 3, "}\n\n", 3) != 0)
+        return 0;
+    const char *found = memmem(piece, (size_t)len, PyBytes_AS_STRING(token), (size_t)PyBytes_GET_SIZE(token));
+    if (found == NULL || found == piece) return 0;
+    Py_ssize_t lines = 0;
+    for (const char *q = piece; (q = memchr(q, '\n', (size_t)(piece + len - q))) != NULL; q++) lines++;
+    return lines == 2;
+}
+
+/* A read of whole chunks and nothing else, recorded as ChunkedBody records it: one chunk (the usual
+   token event, `feed`'s fast path) as its data with its mark; several (a client that fell behind reads
+   token events in batches, `_feed`) as their data joined into one piece, unmarked. 1 when recorded, 0
+   when the read is not that (nothing recorded), -1 on a Python error. */
 static int whole_chunks(Reader *self, long long t, Py_ssize_t n) {
-    Py_ssize_t pos = 0, total = 0, data;
+    Py_ssize_t pos = 0, total = 0, first = 0, data;
     int count = 0;
     while (pos < n) {
         long long size = whole_chunk_at(pos, n, &data);
         if (size <= 0) return 0;
+        if (count++ == 0) first = data;
         total += (Py_ssize_t)size;
         pos = data + (Py_ssize_t)size + 2;
-        count++;
     }
-    if (count < 2) return 0;
-    PyObject *joined = PyBytes_FromStringAndSize(NULL, total);
-    if (joined == NULL) return -1;
-    char *out = PyBytes_AS_STRING(joined);
-    for (pos = 0; pos < n;) {
-        long long size = whole_chunk_at(pos, n, &data);
-        memcpy(out, buf + data, (size_t)size);
-        out += size;
-        pos = data + (Py_ssize_t)size + 2;
+    PyObject *pair;
+    int mark = 0;
+    if (count == 1) {
+        mark = token_mark(buf + first, total);
+        pair = stamped(t, buf + first, total);
+    } else {
+        PyObject *joined = PyBytes_FromStringAndSize(NULL, total);
+        if (joined != NULL) {
+            char *out = PyBytes_AS_STRING(joined);
+            for (pos = 0; pos < n;) {
+                long long size = whole_chunk_at(pos, n, &data);
+                memcpy(out, buf + data, (size_t)size);
+                out += size;
+                pos = data + (Py_ssize_t)size + 2;
+            }
+        }
+        pair = pair_of(t, joined);
     }
-    PyObject *stamp = PyLong_FromLongLong(t);
-    PyObject *pair = stamp == NULL ? NULL : PyTuple_New(2);
-    if (pair == NULL) {
-        Py_XDECREF(stamp);
-        Py_DECREF(joined);
-        return -1;
-    }
-    PyTuple_SET_ITEM(pair, 0, stamp);
-    PyTuple_SET_ITEM(pair, 1, joined);
+    if (pair == NULL) return -1;
     int failed = PyList_Append(self->pieces, pair);
     Py_DECREF(pair);
     if (failed) return -1;
     Py_ssize_t size_before = PyByteArray_GET_SIZE(self->marks);
     if (PyByteArray_Resize(self->marks, size_before + 1) < 0) return -1;
-    PyByteArray_AS_STRING(self->marks)[size_before] = 0;
+    PyByteArray_AS_STRING(self->marks)[size_before] = (char)mark;
     return 1;
 }
 
@@ -299,8 +273,7 @@ static PyObject *reader_call(Reader *self, PyObject *args, PyObject *kwds) {
     if (!(-RESAMPLE_NS < away && away < RESAMPLE_NS)) resample(kernel_ns);
     long long t = kernel_ns - clock_offset;
     if (self->pieces != NULL) {
-        int done = one_chunk(self, t, (Py_ssize_t)n);
-        if (done == 0) done = whole_chunks(self, t, (Py_ssize_t)n);
+        int done = whole_chunks(self, t, (Py_ssize_t)n);
         if (done < 0) return NULL;
         if (done) Py_RETURN_NONE;
     }
