@@ -31,7 +31,7 @@ from multiprocessing import Pool
 from multiprocessing.pool import Pool as PoolType
 
 from bench import confirm_runs
-from bench.check_histories import METRICS, CheckHistory, check_history, seed_set
+from bench.check_histories import METRICS, CheckHistory, check_history, seed_set, set_sizes
 from loadgen.analysis.changepoint import DetectorSettings
 from loadgen.analysis.counts import Counts
 from loadgen.baseline.decide import decide, drifts
@@ -132,7 +132,7 @@ def figures(
     }
 
 
-def _env_ints(name: str, default: Sequence[int]) -> tuple[int, ...]:
+def env_ints(name: str, default: Sequence[int]) -> tuple[int, ...]:
     raw = os.environ.get(name)
     return tuple(int(x) for x in raw.split(",")) if raw else tuple(default)
 
@@ -185,14 +185,8 @@ def cost(lengths: Sequence[int] = (60, 250, 1000)) -> None:
 
 def main(run: Callable[..., None] | None = None) -> None:
     """Print the protocol's table over the seed sets, then the cost of a check."""
-    seeds = _env_ints("BASELINE_SEEDS", DEFAULT_SEEDS)
-    sizes = dict(
-        zip(
-            ("free", "drift", "step5", "step10", "errors"),
-            _env_ints("BASELINE_SIZES", DEFAULT_SIZES),
-            strict=True,
-        )
-    )
+    seeds = env_ints("BASELINE_SEEDS", DEFAULT_SEEDS)
+    sizes = set_sizes(env_ints("BASELINE_SIZES", DEFAULT_SIZES))
     print(
         f"whole checks: {len(METRICS)} metrics a series; seed sets {', '.join(map(str, seeds))}; "
         f"per set {sizes}"

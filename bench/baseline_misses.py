@@ -17,8 +17,8 @@ import json
 import os
 from multiprocessing import Pool
 
-from bench.baseline_checks import DEFAULT_SIZES, alarms, hit
-from bench.check_histories import seed_set
+from bench.baseline_checks import DEFAULT_SIZES, alarms, env_ints, hit
+from bench.check_histories import seed_set, set_sizes
 from loadgen.analysis.changepoint import DetectorSettings
 
 RELAX = {
@@ -33,16 +33,17 @@ RELAX = {
 
 def main() -> None:
     """The misses of the defaults, then one line per relaxation."""
-    seeds = [int(s) for s in os.environ.get("SEEDS", "901,902,903,904,905,906").split(",")]
+    seeds = env_ints("SEEDS", range(901, 907))
     step = float(os.environ.get("STEP", "0.10"))
     relax: dict[str, dict[str, float]] = json.loads(os.environ["RELAX"]) if "RELAX" in os.environ else RELAX
-    sizes = dict(zip(("free", "drift", "step5", "step10", "errors"), DEFAULT_SIZES, strict=True))
+    sizes = set_sizes(DEFAULT_SIZES)
     stepped = [h for s in seeds for h in seed_set(s, sizes) if h.kind == "step" and h.step == step]
     defaults = DetectorSettings()
     with Pool(int(os.environ.get("BENCH_PROCESSES", "2"))) as pool:
         found = pool.map(alarms, [(h, defaults, True) for h in stepped], chunksize=4)
         missed = [i for i, (h, (a, _)) in enumerate(zip(stepped, found, strict=True)) if hit(h, a, 3) is None]
-        print(f"{len(stepped)} steps of {step:.0%}, seed sets {seeds}: {len(missed)} not found within 3 runs")
+        named = ", ".join(map(str, seeds))
+        print(f"{len(stepped)} steps of {step:.0%}, seed sets {named}: {len(missed)} not found within 3 runs")
         for i in missed:
             h, at = stepped[i], stepped[i].step_at or 0
             near = sorted((a for a in found[i][0] if abs(a[1] - at) <= 4), key=lambda a: a[2])[:4]

@@ -16,8 +16,8 @@ import os
 import time
 from multiprocessing import Pool
 
-from bench.baseline_checks import alarms, figures, spread
-from bench.check_histories import seed_set
+from bench.baseline_checks import DEFAULT_SIZES, alarms, env_ints, figures, spread
+from bench.check_histories import seed_set, set_sizes
 from loadgen.analysis.changepoint import DetectorSettings
 
 KEYS = "FA checks/100,drift FA/100,5% in 3,5% in 5,10% in 3,errors in 5,drift reported"
@@ -25,9 +25,8 @@ KEYS = "FA checks/100,drift FA/100,5% in 3,5% in 5,10% in 3,errors in 5,drift re
 
 def main() -> None:
     """One line per variant: each figure as `mean (min-max)` over the seed sets, and the seconds."""
-    seeds = [int(s) for s in os.environ.get("SEEDS", "901,902").split(",")]
-    counts = [int(x) for x in os.environ.get("SIZES", "40,10,30,30,15").split(",")]
-    sizes = dict(zip(("free", "drift", "step5", "step10", "errors"), counts, strict=True))
+    seeds = env_ints("SEEDS", (901, 902))
+    sizes = set_sizes(env_ints("SIZES", DEFAULT_SIZES))
     variants: dict[str, dict[str, object]] = json.loads(os.environ.get("VARIANTS", '{"defaults": {}}'))
     keys = os.environ.get("KEYS", KEYS).split(",")
     with Pool(int(os.environ.get("BENCH_PROCESSES", "2"))) as pool:

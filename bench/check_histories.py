@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 LATENCY = ("ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "e2e_p50", "e2e_p99")
@@ -131,6 +132,14 @@ def spare_runs(rng: random.Random, h: CheckHistory, count: int, stepped: bool) -
     if stepped and h.kind == "step":
         return _values(rng, count, h.cv, "step", 0, h.step, h.moved)
     return _values(rng, count, h.cv, "free", None, 0.0, ())
+
+
+SIZE_KINDS = ("free", "drift", "step5", "step10", "errors")  # what a seed set's sizes count, in order
+
+
+def set_sizes(counts: Sequence[int]) -> dict[str, int]:
+    """`seed_set`'s sizes from counts in SIZE_KINDS order (the benches' `40,10,30,30,15`)."""
+    return dict(zip(SIZE_KINDS, counts, strict=True))
 
 
 def seed_set(seed: int, sizes: dict[str, int]) -> list[CheckHistory]:
