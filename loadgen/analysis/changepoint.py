@@ -10,10 +10,10 @@ The test, in log space (shifts are relative), for each candidate `i` among the l
 - the regime before `i` (at most `max_before` runs) gives the level: runs further than `regime.OUTLIER`
   normal-consistent MADs (`regime.normal_mad`, scipy's `median_abs_deviation` to the bit) from its
   median are left out, the mean of the rest is the level, and their standard deviation the noise.
-  The noise is the series', not the regime's: after a change, the residuals of the earlier regime(s) are pooled with the new one's,
-  so a new regime needs only `min_regime` runs (not `min_before`) before the next change can be placed
-  (a false change no longer blinds the check for `min_before` runs, and the noise of a short regime
-  is not guessed from a handful of runs);
+  The noise is the series', not the regime's: after a change, the residuals of the earlier regime(s)
+  are pooled with the new one's, so a new regime needs only `min_regime` runs (not `min_before`)
+  before the next change can be placed (a false change no longer blinds the check for `min_before`
+  runs, and the noise of a short regime is not guessed from a handful of runs);
 - runs after `i` are clipped to the level +- `clip_after` noise units, so one wild run moves the mean
   by a bounded amount, and compared with the level by a one-sided pooled two-sample t-test
   (`scipy.stats.ttest_ind_from_stats`), in the direction asked: p < `alpha` for worse, and
