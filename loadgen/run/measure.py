@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import json
 import math
 import signal
 import sys
@@ -17,6 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from infergauge.fdlimit import limit_line
+from loadgen import jsonbytes
 from loadgen.config import RunConfig
 from loadgen.records import RequestRecord
 from loadgen.results.journal import Journal
@@ -43,7 +43,6 @@ FINISH_SLICE_NS = 200_000  # parsing of finished requests between two yields to 
 SPLIT_READS = (
     64  # a finished stream of at least this many reads is parsed, then encoded, with a yield between
 )
-_BODY = json.JSONEncoder(separators=(",", ":")).encode  # json.dumps less a new encoder per call
 GC_TICKS = 240  # monitor ticks (0.25 s) between garbage collections during a run (see paced_gc)
 RELEASED: tuple[int, ...] = ()  # token_ns of a request whose line is on disk (see Run.release)
 BACKLOG_BOUND = Bound()  # finished requests held unparsed at most (see backlog.py)
@@ -233,7 +232,7 @@ class Run:
             path, payload = target.build_payload(
                 spec, model=model, endpoint=cfg.endpoint, ignore_eos=cfg.ignore_eos
             )
-            body = _BODY(payload).encode()
+            body = jsonbytes.compact(payload)
             due = self.start_ns + offset
             if horizon is not None and max(due, time.perf_counter_ns()) >= horizon:
                 break

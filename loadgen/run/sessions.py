@@ -17,13 +17,12 @@ import time
 from typing import Any
 
 from infergauge.engines import ENGINES
+from loadgen import jsonbytes
 from loadgen.records import RequestRecord
 from loadgen.targets import Target
 from loadgen.transport.sse import ProtocolError, event_data, split_events
 from loadgen.workload.sessions import SessionPlan, SessionWorkload, Turn
 from loadgen.workload.shard import perf_base
-
-_BODY = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def answer_of(reads: list[tuple[int, bytes]] | None) -> tuple[str, list[int] | None]:
@@ -96,7 +95,7 @@ class SessionDriver:
             record.session_id, record.turn_index = plan.session_id, turn
             future = asyncio.get_running_loop().create_future()
             self.waiting[spec.index] = future
-            if not await run.dispatcher.send_at(due, record, path, _BODY(payload).encode(), horizon):
+            if not await run.dispatcher.send_at(due, record, path, jsonbytes.compact(payload), horizon):
                 self.waiting.pop(spec.index, None)
                 return
             run.sent.add(spec)

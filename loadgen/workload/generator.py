@@ -19,6 +19,7 @@ from math import floor
 from pathlib import Path
 from typing import Any
 
+from loadgen import jsonbytes
 from loadgen.config import RunConfig
 from loadgen.workload.clip import clip_lengths, clip_needed
 from loadgen.workload.distributions import LengthDist, parse_length
@@ -26,8 +27,6 @@ from loadgen.workload.distributions import LengthDist, parse_length
 # Token ids drawn for synthetic prompts: above the special tokens, inside the smallest vocabulary we
 # meet (the golden captures' 8,000-token tokenizer; Llama/Qwen vocabularies are far larger).
 TOKEN_ID_LOW, TOKEN_ID_HIGH = 100, 7999
-# json.dumps with options builds a new encoder per call; one encoder, the same text
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
 _WORDS_TEXT = (
     "time year people way day man thing woman life child world school state family student group "
     "country problem hand part place case week company system program question work government "
@@ -54,13 +53,17 @@ class RequestSpec:
 
     def canonical(self) -> str:
         """Stable JSON of what is sent (for the workload fingerprint)."""
+        return self.canonical_bytes().decode()
+
+    def canonical_bytes(self) -> bytes:
+        """`canonical()` as bytes (what the fingerprint digests), without the text in between."""
         body = {
             "prompt": self.prompt,
             "system": self.system,
             "messages": self.messages,
             "out": self.output_len,
         }
-        return _CANONICAL(body)
+        return jsonbytes.canonical(body)
 
 
 def fingerprint(requests: Iterable[RequestSpec]) -> str:
@@ -90,7 +93,7 @@ class SentDigest:
         """Digest up to `n` waiting requests, oldest first."""
         waiting, update = self._waiting, self._digest.update
         for _ in range(min(n, len(waiting))):
-            update(waiting.popleft().canonical().encode() + b"\n")
+            update(waiting.popleft().canonical_bytes() + b"\n")
 
     def value(self) -> str:
         """The fingerprint of every request added so far (`sha256:<hex>`)."""

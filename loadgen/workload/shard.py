@@ -116,7 +116,7 @@ def sequence_fingerprints(plan: ShardPlan, workload: Any, total: int) -> tuple[s
     as `loadgen.workload.generator.fingerprint` computes it (each request is generated once)."""
     whole, mine = hashlib.sha256(), hashlib.sha256()
     for k in range(total):
-        line = workload.request(k).canonical().encode() + b"\n"
+        line = workload.request(k).canonical_bytes() + b"\n"
         whole.update(line)
         if k % plan.count == plan.index:
             mine.update(line)

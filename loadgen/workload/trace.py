@@ -149,7 +149,7 @@ class TraceWorkload:
         digest = hashlib.sha256()
         for index, planned in enumerate(self.planned):
             digest.update(
-                f"{planned.offset_ns}\t".encode() + self.request(index).canonical().encode() + b"\n"
+                f"{planned.offset_ns}\t".encode() + self.request(index).canonical_bytes() + b"\n"
             )
         self._sequence = f"sha256:{digest.hexdigest()}"
         return self._sequence
