@@ -148,9 +148,7 @@ class TraceWorkload:
             return self._sequence
         digest = hashlib.sha256()
         for index, planned in enumerate(self.planned):
-            digest.update(
-                f"{planned.offset_ns}\t".encode() + self.request(index).canonical_bytes() + b"\n"
-            )
+            digest.update(f"{planned.offset_ns}\t".encode() + self.request(index).canonical_bytes() + b"\n")
         self._sequence = f"sha256:{digest.hexdigest()}"
         return self._sequence
 

@@ -25,7 +25,7 @@ def _value(rng: random.Random, depth: int = 0) -> object:
     if kind == 0:
         return rng.randrange(-(2**70), 2**70) if rng.random() < 0.2 else rng.randrange(-1000, 10**6)
     if kind == 1:
-        return rng.choice([0.0, -0.0, 1e-5, 1e-4, 0.5, 123.25, 1e15, 1e16, 1e22, math.nan, math.inf, -math.inf])
+        return rng.choice([0.0, -0.0, 1e-5, 1e-4, 0.5, 123.25, 1e15, 1e16, 1e22, math.nan, math.inf, -1e400])
     if kind == 2:
         return rng.uniform(-1e18, 1e18) * 10 ** rng.randrange(-25, 3)
     if kind == 3:  # every ASCII character, DEL included
@@ -82,10 +82,11 @@ def test_fingerprint_form_is_unchanged() -> None:
     """canonical() is the text it always was (the fingerprint of earlier runs stays comparable)."""
     specs = [
         RequestSpec(0, [101, 102, 7999], 3, 16),
-        RequestSpec(1, "text with \"quotes\" and \\ and \x7f", 5, 8, system="sys é"),
+        RequestSpec(1, 'text with "quotes" and \\ and \x7f', 5, 8, system="sys é"),
         RequestSpec(2, "chat", 1, 4, messages=[{"role": "user", "content": [{"type": "text", "x": 1e-7}]}]),
     ]
     for spec in specs:
-        body = {"prompt": spec.prompt, "system": spec.system, "messages": spec.messages, "out": spec.output_len}
+        body = {"prompt": spec.prompt, "system": spec.system, "messages": spec.messages}
+        body["out"] = spec.output_len
         assert spec.canonical() == SORTED(body)
         assert spec.canonical_bytes() == SORTED(body).encode()
