@@ -7,9 +7,10 @@
           + implied:  {block_size, block_size_from, bound, cached_tokens, prompt_tokens, hit_ratio}
                                                         (loadgen.prefix_cache.implied_facts)
 
-The implied figures re-draw each sent request's prompt from the seeded workload (`request(index)`,
-deterministic) after the load, in send order, so the hot path pays nothing; text prompts (no token
-ids) and runs of more than `IMPLIED_MAX_TOKENS` prompt tokens get none, with the reason. A workload
+The implied figures take each sent request's prompt in send order: its block hashes as the finisher
+digests the request (`SentBlocks`: off the send path, 8 bytes a block), else re-drawn from the seeded
+workload (`request(index)`, deterministic) after the load; text prompts (no token ids) and runs of
+more than `IMPLIED_MAX_TOKENS` prompt tokens get none, with the reason. A workload
 whose prompts cannot be re-drawn (a session's next turn holds the engine's answer) may offer
 `implied_prompts(indices) -> list[list[int]] | None`: the token ids it sent for those requests.
 """
@@ -19,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from loadgen.prefix_cache import implied_facts, reported_facts
+from loadgen.prefix_cache import DEFAULT_BLOCK_SIZE, SentBlocks, implied_facts, reported_facts
 from loadgen.records import RequestRecord
 from loadgen.results.manifest_schema import Manifest, read_manifest
 from loadgen.targets.cache_counters import CacheCounters, cache_facts
@@ -55,22 +56,40 @@ def engine_block_size(manifest: Mapping[str, Any] | Manifest) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
+def sent_blocks(workload: Any, block_size: int | None) -> SentBlocks | None:
+    """What keeps the run's prompt blocks as they are sent (`SentBlocks`), for a workload whose prompts
+    would be re-drawn after the load; None for one that gives its own (`implied_prompts`)."""
+    if callable(getattr(workload, "implied_prompts", None)):
+        return None
+    return SentBlocks(block_size or DEFAULT_BLOCK_SIZE, IMPLIED_MAX_TOKENS)
+
+
 def run_cache_facts(
     counters: Sequence[CacheCounters | None],
     records: Sequence[RequestRecord],
     workload: Any,
     block_size: int | None,
     total_input_tokens: int,
+    kept: SentBlocks | None = None,
 ) -> dict[str, Any]:
-    """The run's `cache` block of summary.json and manifest.json (module docstring)."""
+    """The run's `cache` block of summary.json and manifest.json (module docstring); `kept`: the blocks
+    kept as the requests were sent, used when it holds every sent request's at this block size."""
     facts = cache_facts(counters)
     facts["reported"] = reported_facts(records, total_input_tokens)
     sent = sorted((r for r in records if r.sent_ns), key=lambda r: (r.sent_ns, r.index))
+    measured = [not r.warmup and r.outcome == "ok" for r in sent]
+    if kept is not None and kept.block_size == (block_size or DEFAULT_BLOCK_SIZE):
+        if kept.why_not:
+            facts["implied"] = implied_facts(None, block_size, why_not=kept.why_not)
+            return facts
+        blocks = kept.in_order([r.index for r in sent])
+        if blocks is not None:
+            facts["implied"] = implied_facts(None, block_size, measured, blocks=blocks)
+            return facts
     try:
         prompts, why = sent_prompts(workload, sent)
     except Exception as exc:  # noqa: BLE001 - a workload that cannot re-draw must not cost the run's record
         prompts, why = None, f"re-drawing the prompts failed: {type(exc).__name__}: {exc}"
-    measured = [not r.warmup and r.outcome == "ok" for r in sent]
     facts["implied"] = implied_facts(prompts, block_size, measured, why)
     return facts
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from infergauge.fdlimit import limit_line
 from loadgen import jsonbytes
 from loadgen.config import RunConfig
+from loadgen.prefix_cache import SentBlocks
 from loadgen.records import RequestRecord
 from loadgen.results.journal import Journal
 from loadgen.run.backlog import Backlog, Bound, held_bytes, warning
@@ -70,6 +71,7 @@ class Run:
         self.failed = 0
         self.start_ns = 0
         self.sent = SentDigest()  # the fingerprint of what was sent, digested by the finisher
+        self.kept: SentBlocks | None = None  # the sent prompts' blocks, for the implied cache figures
         self.dispatch_task: asyncio.Task[None] | None = None
         self.finished_queue: asyncio.Queue[tuple[RequestRecord, int]] = asyncio.Queue()
         self.backlog = Backlog(BACKLOG_BOUND)

@@ -18,7 +18,7 @@ from loadgen.records import EngineMetadata, RequestRecord, RunResult
 from loadgen.results.journal import Journal
 from loadgen.results.manifest import public_url, unknown_params
 from loadgen.results.manifest_schema import read_manifest
-from loadgen.results.prompt_cache import engine_block_size, run_cache_facts
+from loadgen.results.prompt_cache import engine_block_size, run_cache_facts, sent_blocks
 from loadgen.results.record import ManifestFacts, build_manifest, write_run
 from loadgen.results.rundir import write_json
 from loadgen.results.summary import build_summary
@@ -86,15 +86,21 @@ async def _prepare(ctx: RunContext) -> tuple[Prepared, Run]:
     # bound before the run folder exists: a busy --metrics-port leaves no ghost `running` record
     run.metrics = _start_metrics(ctx.config, ctx.run_id, model, meta, ctx.base_url)
     try:
-        run.journal = _start_record(ctx, prep, run.release)
+        run.journal, block_size = _start_record(ctx, prep, run.release)
     except BaseException:
         run.metrics.stop()
         raise
+    run.kept = sent_blocks(ctx.workload, block_size)  # the implied cache figures' prompt blocks
+    if run.kept is not None:
+        run.sent.also = run.kept.add
     return prep, run
 
 
-def _start_record(ctx: RunContext, prep: Prepared, on_written: Callable[[RequestRecord], None]) -> Journal:
-    """manifest.json marked `status: running` before the first request, and the journal."""
+def _start_record(
+    ctx: RunContext, prep: Prepared, on_written: Callable[[RequestRecord], None]
+) -> tuple[Journal, int | None]:
+    """manifest.json marked `status: running` before the first request, and the journal (with the
+    engine's block size, from the same facts)."""
     run_dir = Path(ctx.config.results_dir) / ctx.run_id
     facts = ManifestFacts(ctx.workload, "", [], prep.meta, ctx.base_url, *prep.exporter)
     manifest = build_manifest(ctx.config, ctx.run_id, facts, prep.started, prep.started, None)
@@ -113,7 +119,7 @@ def _start_record(ctx: RunContext, prep: Prepared, on_written: Callable[[Request
         raise ConfigError(
             f"cannot write {str(run_dir / 'manifest.json')!r} ({exc.strerror}): pass another --results-dir"
         ) from None
-    return Journal(run_dir / "requests.jsonl", on_written)
+    return Journal(run_dir / "requests.jsonl", on_written), engine_block_size(manifest)
 
 
 async def _read_cache_counters(ctx: RunContext, meta: EngineMetadata) -> CacheCounters | None:
@@ -199,7 +205,7 @@ def _record(ctx: RunContext, prep: Prepared, measured: Measured, run: Run) -> Ru
     manifest.update(ctx.manifest_extra)
     counters = [prep.counters_start, measured.counters_end]
     summary["cache"] = run_cache_facts(
-        counters, records, ctx.workload, engine_block_size(manifest), summary["total_input_tokens"]
+        counters, records, ctx.workload, engine_block_size(manifest), summary["total_input_tokens"], run.kept
     )
     manifest["cache"] = {**manifest["cache"], **summary["cache"]}
     lines = run.journal.lines() if run.journal is not None else None

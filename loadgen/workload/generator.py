@@ -12,7 +12,7 @@ import hashlib
 import json
 import random
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from itertools import repeat
 from math import floor
@@ -83,6 +83,7 @@ class SentDigest:
         self._digest = hashlib.sha256()
         self._waiting: deque[RequestSpec] = deque()
         self.count = 0
+        self.also: Callable[[RequestSpec], None] | None = None  # sees each request as it is digested
 
     def add(self, spec: RequestSpec) -> None:
         """A request was sent (the dispatcher's side: no encoding here)."""
@@ -91,9 +92,12 @@ class SentDigest:
 
     def step(self, n: int) -> None:
         """Digest up to `n` waiting requests, oldest first."""
-        waiting, update = self._waiting, self._digest.update
+        waiting, update, also = self._waiting, self._digest.update, self.also
         for _ in range(min(n, len(waiting))):
-            update(waiting.popleft().canonical_bytes() + b"\n")
+            spec = waiting.popleft()
+            update(spec.canonical_bytes() + b"\n")
+            if also is not None:
+                also(spec)
 
     def value(self) -> str:
         """The fingerprint of every request added so far (`sha256:<hex>`)."""

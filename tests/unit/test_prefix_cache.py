@@ -109,3 +109,68 @@ def test_run_cache_facts_redraw_the_sent_prompts_in_send_order() -> None:
             return [[1] * 16 + [i] for i in indices]
 
     assert sent_prompts(Sessions(), records[:2]) == ([[1] * 16 + [0], [1] * 16 + [1]], "")
+
+
+def test_blocks_kept_as_sent_give_the_redrawn_figures() -> None:
+    """SentBlocks (the blocks kept as the finisher digests each request) and the re-draw after the
+    load give the same implied figures, in send order, whatever order the requests were digested in;
+    a request it did not keep, or another block size, re-draws."""
+    import random
+
+    from loadgen.prefix_cache import SentBlocks
+    from loadgen.results.prompt_cache import IMPLIED_MAX_TOKENS, run_cache_facts, sent_blocks
+    from loadgen.workload.generator import RequestSpec
+
+    rng = random.Random(4)
+    prefixes = [[rng.randrange(100, 200) for _ in range(40)] for _ in range(3)]
+
+    class Redrawn:
+        def request(self, index: int) -> RequestSpec:
+            r = random.Random(index)
+            tail = [r.randrange(100, 200) for _ in range(r.randrange(1, 40))]
+            return RequestSpec(index, prefixes[index % 3] + tail, 0, 4)
+
+    workload = Redrawn()
+    records = [_rec(i, 17, None, warmup=i < 2) for i in range(60)]
+    for r in records:
+        r.sent_ns = rng.randrange(1, 10**6)  # sent in another order than digested
+    records[7].sent_ns = None  # never sent
+    for size in (16, 5):
+        kept = sent_blocks(workload, size)
+        assert kept is not None
+        for r in records:
+            kept.add(workload.request(r.index))
+        redrawn = run_cache_facts([None, None], records, workload, size, total_input_tokens=0)
+        assert redrawn["implied"]["cached_tokens"] > 0  # shared prefixes: blocks are hit
+        assert run_cache_facts([None, None], records, workload, size, 0, kept) == redrawn
+    partial = SentBlocks(16, IMPLIED_MAX_TOKENS)
+    for r in records[:30]:
+        partial.add(workload.request(r.index))
+    assert partial.in_order([r.index for r in records]) is None  # so it re-draws
+    assert run_cache_facts([None, None], records, workload, 16, 0, partial) == run_cache_facts(
+        [None, None], records, workload, 16, 0
+    )
+    other_size = SentBlocks(32, IMPLIED_MAX_TOKENS)  # every prompt's blocks, at another size: not used
+    for r in records:
+        other_size.add(workload.request(r.index))
+    assert run_cache_facts([None, None], records, workload, 16, 0, other_size) == run_cache_facts(
+        [None, None], records, workload, 16, 0
+    )
+
+    text = SentBlocks(16, IMPLIED_MAX_TOKENS)
+    text.add(RequestSpec(0, "words", 1, 4))
+    text.add(RequestSpec(1, [1, 2, 3], 3, 4))
+    facts = run_cache_facts([None, None], records[:1], workload, 16, 0, text)
+    assert facts["implied"]["cached_tokens"] is None
+    assert facts["implied"]["not_computed"].startswith("text prompts")
+    small = SentBlocks(16, 50)
+    for i in range(3):
+        small.add(RequestSpec(i, [1] * 20, 20, 4))
+    assert small.why_not == "over 50 prompt tokens: not re-drawn"
+    assert len(small.hashes) == 0  # what it kept is let go
+
+    class Sessions:
+        def implied_prompts(self, indices: list[int]) -> list[list[int]]:
+            return [[1] * 16 + [i] for i in indices]
+
+    assert sent_blocks(Sessions(), 16) is None  # they give their own prompts
