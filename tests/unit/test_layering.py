@@ -2,7 +2,7 @@
 functions) and every string constant of the shipped code.
 
 - loadgen's layers import only their own layer or lower ones:
-  base (records, stats, config, provenance, workload) < transport < targets < results + store < run < scale
+  base (records, stats, config, provenance, workload, jsonbytes) < transport < targets < results + store < run < scale
   < analysis < experiments < baseline < report < cli; nothing outside loadgen/cli imports the CLI;
 - records, stats and analysis import no transport and no aiohttp (`import loadgen.stats` works
   without aiohttp installed);
@@ -35,7 +35,7 @@ PACKAGES = ("loadgen", "exporter", "simengine", "infergauge", "grafana", "bench"
 
 # loadgen's layers, lowest first; a module may import its own layer or a lower one
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("", "records", "stats", "config", "provenance", "workload", "prefix_cache"),
+    ("", "records", "stats", "config", "provenance", "workload", "prefix_cache", "jsonbytes"),
     ("transport",),
     ("targets",),
     ("results", "store"),
