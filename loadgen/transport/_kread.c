@@ -18,9 +18,12 @@ not built, KernelReader reads in Python. */
 #include <Python.h>
 
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #ifndef SO_TIMESTAMPNS
 #define SO_TIMESTAMPNS 35
@@ -328,6 +331,389 @@ static PyTypeObject ReaderType = {
     .tp_methods = reader_methods,
 };
 
+
+/* ---- The send-time writer: `Sender` ----------------------------------------------------------
+
+A thread of its own writes each posted request to its socket at its due time (CLOCK_MONOTONIC, the
+clock of perf_counter_ns) and stamps the send right after the write (and right before it, in case
+the response were handled before the stamp): without the GIL, so a send never waits for the event
+loop's Python work, and without a trip through the interpreter per send. A post's `Ticket` says what
+happened: written whole, partly (the rest is the transport's), failed (errno), or dropped (its
+descriptor was retired first). Tickets that need the loop's attention (all but whole writes) are
+announced by a byte on the doorbell descriptor the caller gave; `collect()` hands them over (and
+lets go of the references of every served post). `retire(fd)` drops the posts of a descriptor about
+to be closed; a write in progress finishes first (the lock is held across it), so no write ever
+lands on a reused descriptor number. */
+
+typedef struct {
+    PyObject_HEAD
+    long long sent_ns;   /* CLOCK_MONOTONIC after the write (before it until then) */
+    Py_ssize_t written;  /* bytes written */
+    int err;             /* errno of a failed write */
+    int state;           /* TICKET_* */
+    PyObject *owner;     /* the caller's: what to tell when the ticket needs attention */
+} Ticket;
+
+enum { TICKET_QUEUED = 0, TICKET_WRITTEN = 1, TICKET_PARTIAL = 2, TICKET_FAILED = 3, TICKET_DROPPED = 4 };
+
+static int ticket_traverse(Ticket *self, visitproc visit, void *arg) {
+    Py_VISIT(self->owner);
+    return 0;
+}
+
+static int ticket_clear(Ticket *self) {
+    Py_CLEAR(self->owner);
+    return 0;
+}
+
+static void ticket_dealloc(Ticket *self) {
+    PyObject_GC_UnTrack(self);
+    ticket_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int ticket_init(Ticket *self, PyObject *args, PyObject *kwds) {
+    PyObject *owner = Py_None;
+    if (!PyArg_ParseTuple(args, "|O:Ticket", &owner)) return -1;
+    Py_XSETREF(self->owner, Py_NewRef(owner));
+    return 0;
+}
+
+static PyObject *ticket_get_sent_ns(Ticket *self, void *closure) {
+    return PyLong_FromLongLong(__atomic_load_n(&self->sent_ns, __ATOMIC_ACQUIRE));
+}
+static PyObject *ticket_get_written(Ticket *self, void *closure) {
+    return PyLong_FromSsize_t(__atomic_load_n(&self->written, __ATOMIC_ACQUIRE));
+}
+static PyObject *ticket_get_err(Ticket *self, void *closure) {
+    return PyLong_FromLong(__atomic_load_n(&self->err, __ATOMIC_ACQUIRE));
+}
+static PyObject *ticket_get_state(Ticket *self, void *closure) {
+    return PyLong_FromLong(__atomic_load_n(&self->state, __ATOMIC_ACQUIRE));
+}
+static PyObject *ticket_get_owner(Ticket *self, void *closure) { return Py_NewRef(self->owner); }
+
+static PyGetSetDef ticket_getset[] = {
+    {"sent_ns", (getter)ticket_get_sent_ns, NULL, "the send stamp (0 until the writer takes the post)", NULL},
+    {"written", (getter)ticket_get_written, NULL, "bytes written", NULL},
+    {"err", (getter)ticket_get_err, NULL, "errno of a failed write", NULL},
+    {"state", (getter)ticket_get_state, NULL, "0 queued, 1 written, 2 partly written, 3 failed, 4 dropped", NULL},
+    {"owner", (getter)ticket_get_owner, NULL, "what the poster gave", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject TicketType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "loadgen.transport._kread.Ticket",
+    .tp_doc = "Ticket(owner=None): what became of one post to a Sender",
+    .tp_basicsize = sizeof(Ticket),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)ticket_init,
+    .tp_dealloc = (destructor)ticket_dealloc,
+    .tp_traverse = (traverseproc)ticket_traverse,
+    .tp_clear = (inquiry)ticket_clear,
+    .tp_getset = ticket_getset,
+};
+
+typedef struct {
+    long long due;
+    unsigned long long seq;
+    int fd;
+    PyObject *data;  /* bytes: read without the GIL, never changed (a reference held) */
+    Ticket *ticket;  /* a reference held */
+} Job;
+
+typedef struct {
+    Job *jobs;
+    Py_ssize_t n, cap;
+} Jobs;
+
+typedef struct {
+    PyObject_HEAD
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t thread;
+    int started, closing, joined, bell;
+    Jobs heap;       /* posted, by due time */
+    Jobs served;     /* written whole: their references go with the GIL (post, collect) */
+    Jobs attention;  /* the others: for collect() */
+    unsigned long long seq;
+} Sender;
+
+static long long mono_ns(void) { return now_ns(CLOCK_MONOTONIC); }
+
+static int job_before(const Job *a, const Job *b) {
+    return a->due < b->due || (a->due == b->due && a->seq < b->seq);
+}
+
+static void heap_up(Job *h, Py_ssize_t i) {
+    while (i > 0) {
+        Py_ssize_t parent = (i - 1) / 2;
+        if (!job_before(&h[i], &h[parent])) break;
+        Job t = h[i];
+        h[i] = h[parent];
+        h[parent] = t;
+        i = parent;
+    }
+}
+
+static void heap_down(Job *h, Py_ssize_t n, Py_ssize_t i) {
+    for (;;) {
+        Py_ssize_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && job_before(&h[l], &h[m])) m = l;
+        if (r < n && job_before(&h[r], &h[m])) m = r;
+        if (m == i) break;
+        Job t = h[i];
+        h[i] = h[m];
+        h[m] = t;
+        i = m;
+    }
+}
+
+/* append (plain realloc: also called without the GIL); -1 when it cannot grow */
+static int jobs_push(Jobs *list, Job job) {
+    if (list->n == list->cap) {
+        Py_ssize_t grown = list->cap ? list->cap * 2 : 64;
+        Job *more = realloc(list->jobs, (size_t)grown * sizeof(Job));
+        if (more == NULL) return -1;
+        list->jobs = more;
+        list->cap = grown;
+    }
+    list->jobs[list->n++] = job;
+    return 0;
+}
+
+static void ring(Sender *self) {
+    if (self->bell >= 0) {
+        char one = 1;
+        ssize_t ignored = write(self->bell, &one, 1);  /* full: it is ringing already */
+        (void)ignored;
+    }
+}
+
+/* with mu held, no GIL: write one job's request and say how it went on its ticket */
+static void serve(Sender *self, Job job) {
+    Ticket *t = job.ticket;
+    int state, err = 0;
+    Py_ssize_t written = 0;
+    if (job.fd < 0) {
+        state = TICKET_DROPPED;
+    } else {
+        const char *p = PyBytes_AS_STRING(job.data);
+        Py_ssize_t len = PyBytes_GET_SIZE(job.data);
+        __atomic_store_n(&t->sent_ns, mono_ns(), __ATOMIC_RELEASE);
+        ssize_t w = send(job.fd, p, (size_t)len, MSG_DONTWAIT | MSG_NOSIGNAL);
+        long long after = mono_ns();
+        if (w < 0) err = errno;
+        if (w == len) {
+            state = TICKET_WRITTEN;
+            written = len;
+        } else if (w >= 0 || err == EAGAIN || err == EWOULDBLOCK) {
+            state = TICKET_PARTIAL;  /* the socket buffer is full: the rest is the transport's */
+            written = w > 0 ? w : 0;
+            err = 0;
+        } else {
+            state = TICKET_FAILED;
+        }
+        __atomic_store_n(&t->sent_ns, after, __ATOMIC_RELEASE);
+    }
+    __atomic_store_n(&t->written, written, __ATOMIC_RELEASE);
+    __atomic_store_n(&t->err, err, __ATOMIC_RELEASE);
+    __atomic_store_n(&t->state, state, __ATOMIC_RELEASE);
+    if (state == TICKET_WRITTEN) {
+        jobs_push(&self->served, job);  /* out of memory: its references are kept, not freed here */
+    } else {
+        jobs_push(&self->attention, job);
+        ring(self);
+    }
+}
+
+static void *sender_main(void *arg) {
+    Sender *self = arg;
+    struct sched_param param = {.sched_priority = 1};
+    sched_setscheduler(0, SCHED_FIFO, &param);  /* as the Python waker: where permitted, else nothing */
+    pthread_mutex_lock(&self->mu);
+    for (;;) {
+        if (self->heap.n == 0) {
+            if (self->closing) break;
+            pthread_cond_wait(&self->cv, &self->mu);
+            continue;
+        }
+        long long due = self->heap.jobs[0].due;
+        if (due > mono_ns()) {
+            struct timespec until = {(time_t)(due / 1000000000LL), (long)(due % 1000000000LL)};
+            pthread_cond_timedwait(&self->cv, &self->mu, &until);
+            continue;
+        }
+        Job job = self->heap.jobs[0];
+        self->heap.jobs[0] = self->heap.jobs[--self->heap.n];
+        heap_down(self->heap.jobs, self->heap.n, 0);
+        serve(self, job);  /* with the lock held: `retire` waits for a write in progress */
+    }
+    pthread_mutex_unlock(&self->mu);
+    return NULL;
+}
+
+static int sender_init(Sender *self, PyObject *args, PyObject *kwds) {
+    int bell = -1;
+    if (!PyArg_ParseTuple(args, "|i:Sender", &bell)) return -1;
+    if (self->started) {
+        PyErr_SetString(PyExc_RuntimeError, "Sender already started");
+        return -1;
+    }
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_mutex_init(&self->mu, NULL);
+    pthread_cond_init(&self->cv, &attr);
+    pthread_condattr_destroy(&attr);
+    self->bell = bell;
+    int failed = pthread_create(&self->thread, NULL, sender_main, self);
+    if (failed) {
+        pthread_cond_destroy(&self->cv);
+        pthread_mutex_destroy(&self->mu);
+        errno = failed;
+        PyErr_SetFromErrno(PyExc_OSError);
+        return -1;
+    }
+    self->started = 1;
+    return 0;
+}
+
+/* take a list over from under the lock */
+static Jobs take(Sender *self, Jobs *list) {
+    pthread_mutex_lock(&self->mu);
+    Jobs got = *list;
+    list->jobs = NULL;
+    list->n = list->cap = 0;
+    pthread_mutex_unlock(&self->mu);
+    return got;
+}
+
+static void release(Jobs got) {
+    for (Py_ssize_t i = 0; i < got.n; i++) {
+        Py_DECREF(got.jobs[i].data);
+        Py_DECREF(got.jobs[i].ticket);
+    }
+    free(got.jobs);
+}
+
+static PyObject *sender_post(Sender *self, PyObject *args) {
+    long long due;
+    int fd;
+    PyObject *data;
+    Ticket *ticket;
+    if (!PyArg_ParseTuple(args, "LiO!O!:post", &due, &fd, &PyBytes_Type, &data, &TicketType, &ticket)) return NULL;
+    if (!self->started || self->closing) {
+        PyErr_SetString(PyExc_RuntimeError, "the Sender is closed");
+        return NULL;
+    }
+    if (fd < 0) {
+        PyErr_SetString(PyExc_ValueError, "post: a descriptor >= 0");
+        return NULL;
+    }
+    __atomic_store_n(&ticket->state, TICKET_QUEUED, __ATOMIC_RELEASE);
+    __atomic_store_n(&ticket->sent_ns, 0, __ATOMIC_RELEASE);
+    Job job = {due, 0, fd, Py_NewRef(data), (Ticket *)Py_NewRef((PyObject *)ticket)};
+    pthread_mutex_lock(&self->mu);
+    job.seq = self->seq++;
+    if (jobs_push(&self->heap, job) < 0) {
+        pthread_mutex_unlock(&self->mu);
+        Py_DECREF(job.data);
+        Py_DECREF(job.ticket);
+        return PyErr_NoMemory();
+    }
+    heap_up(self->heap.jobs, self->heap.n - 1);
+    if (self->heap.jobs[0].seq == job.seq) pthread_cond_signal(&self->cv);  /* due before what it sleeps for */
+    Py_ssize_t served = self->served.n;
+    pthread_mutex_unlock(&self->mu);
+    if (served >= 256) release(take(self, &self->served));  /* now and then, with the GIL */
+    Py_RETURN_NONE;
+}
+
+static PyObject *sender_collect(Sender *self, PyObject *unused) {
+    release(take(self, &self->served));
+    Jobs got = take(self, &self->attention);
+    PyObject *out = PyList_New(got.n);
+    for (Py_ssize_t i = 0; out != NULL && i < got.n; i++)
+        PyList_SET_ITEM(out, i, Py_NewRef((PyObject *)got.jobs[i].ticket));
+    release(got);
+    return out;
+}
+
+static PyObject *sender_retire(Sender *self, PyObject *args) {
+    int fd;
+    if (!PyArg_ParseTuple(args, "i:retire", &fd)) return NULL;
+    if (!self->started) Py_RETURN_NONE;
+    pthread_mutex_lock(&self->mu);  /* the writer holds it across one write at most, and never the GIL */
+    for (Py_ssize_t i = 0; i < self->heap.n; i++)
+        if (self->heap.jobs[i].fd == fd) self->heap.jobs[i].fd = -1;
+    pthread_mutex_unlock(&self->mu);
+    Py_RETURN_NONE;
+}
+
+/* stop the thread once what was posted is served; the GIL released while it finishes */
+static void stop_thread(Sender *self) {
+    if (!self->started || self->joined) return;
+    pthread_mutex_lock(&self->mu);
+    self->closing = 1;
+    pthread_cond_signal(&self->cv);
+    pthread_mutex_unlock(&self->mu);
+    Py_BEGIN_ALLOW_THREADS
+    pthread_join(self->thread, NULL);
+    Py_END_ALLOW_THREADS
+    self->joined = 1;
+}
+
+static PyObject *sender_close(Sender *self, PyObject *unused) {
+    stop_thread(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *sender_pending(Sender *self, PyObject *unused) {
+    pthread_mutex_lock(&self->mu);
+    Py_ssize_t n = self->heap.n;
+    pthread_mutex_unlock(&self->mu);
+    return PyLong_FromSsize_t(n);
+}
+
+static void sender_dealloc(Sender *self) {
+    if (self->started) {
+        stop_thread(self);
+        release(self->served);
+        release(self->attention);
+        release(self->heap);  /* none left: the thread served them all */
+        pthread_cond_destroy(&self->cv);
+        pthread_mutex_destroy(&self->mu);
+    }
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef sender_methods[] = {
+    {"post", (PyCFunction)sender_post, METH_VARARGS,
+     "post(due_ns, fd, data, ticket): write data to fd at due_ns (CLOCK_MONOTONIC); the ticket says how it went"},
+    {"collect", (PyCFunction)sender_collect, METH_NOARGS,
+     "collect(): the tickets not written whole since the last call (and let go of the served posts)"},
+    {"retire", (PyCFunction)sender_retire, METH_VARARGS,
+     "retire(fd): drop the posts to fd (call before closing it; a write in progress finishes first)"},
+    {"pending", (PyCFunction)sender_pending, METH_NOARGS, "how many posts are not served yet"},
+    {"close", (PyCFunction)sender_close, METH_NOARGS, "stop the thread once every post is served"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject SenderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "loadgen.transport._kread.Sender",
+    .tp_doc = "Sender(bell_fd=-1): writes posted requests at their due times from a thread of its own",
+    .tp_basicsize = sizeof(Sender),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)sender_init,
+    .tp_dealloc = (destructor)sender_dealloc,
+    .tp_methods = sender_methods,
+};
+
 static PyObject *set_token(PyObject *module, PyObject *arg) {
     if (!PyBytes_Check(arg) || PyBytes_GET_SIZE(arg) == 0) {
         PyErr_SetString(PyExc_TypeError, "set_token(bytes): the compact token event's marker");
@@ -352,12 +738,15 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__kread(void) {
-    if (PyType_Ready(&ReaderType) < 0) return NULL;
+    if (PyType_Ready(&ReaderType) < 0 || PyType_Ready(&TicketType) < 0 || PyType_Ready(&SenderType) < 0)
+        return NULL;
     str_is_closing = PyUnicode_InternFromString("is_closing");
     if (str_is_closing == NULL) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
-    if (PyModule_AddObjectRef(m, "Reader", (PyObject *)&ReaderType) < 0) {
+    if (PyModule_AddObjectRef(m, "Reader", (PyObject *)&ReaderType) < 0 ||
+        PyModule_AddObjectRef(m, "Ticket", (PyObject *)&TicketType) < 0 ||
+        PyModule_AddObjectRef(m, "Sender", (PyObject *)&SenderType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

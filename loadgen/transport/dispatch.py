@@ -25,6 +25,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from loadgen.records import RequestRecord
+from loadgen.transport import kernel_stamps
 from loadgen.transport.finish import request_headers
 from loadgen.transport.rawhttp import RawClient
 
@@ -64,6 +65,9 @@ class PreciseWaker:
 
     Deadlines are posted on a deque; the thread is rung awake only when a new deadline is earlier than
     the one it sleeps until (sends are posted in time order, so it usually wakes once per send).
+
+    Where the C module is built, `post_write` hands a send to its writer thread instead (no GIL, no
+    Python per send: `_kread.c`'s `Sender`); `post_at` stays for everything else.
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -74,6 +78,47 @@ class PreciseWaker:
         self._closing = False
         self._thread = threading.Thread(target=self._serve, name="loadgen-waker", daemon=True)
         self._thread.start()
+        self._sender: Any = None  # the C writer (`post_write`), started at its first post
+        self._doorbell = (-1, -1)
+
+    def post_write(self, due_ns: int, fd: int, data: bytes, attention: Callable[[Any], None]) -> Any | None:
+        """Write `data` to the socket `fd` at `due_ns` from the C writer's own thread (no GIL: the send
+        never waits for the loop's Python work) and return its ticket (`sent_ns` stamped right after
+        the write); `attention(ticket)` runs in the loop when it was not written whole. None where the
+        C module is not built (or LOADGEN_NATIVE=0): then use `post_at`."""
+        sender = self._sender
+        if sender is None:
+            if self._closing or not kernel_stamps.native():
+                return None
+            sender = self._sender = self._start_sender()
+        ticket = kernel_stamps.Ticket(attention)
+        sender.post(due_ns, fd, data, ticket)
+        return ticket
+
+    def retire(self, fd: int) -> None:
+        """`fd` is about to be closed: drop its posts (a write in progress finishes first)."""
+        if self._sender is not None:
+            self._sender.retire(fd)
+
+    def _start_sender(self) -> Any:
+        read_end, write_end = os.pipe()
+        os.set_blocking(read_end, False)
+        os.set_blocking(write_end, False)
+        self._doorbell = (read_end, write_end)
+        self._loop.add_reader(read_end, self._attend)
+        return kernel_stamps.Sender(write_end)
+
+    def _attend(self) -> None:
+        """The C writer rang: hand the tickets that were not written whole to their owners."""
+        with contextlib.suppress(BlockingIOError):
+            while os.read(self._doorbell[0], 4096):
+                pass
+        self._tell(self._sender.collect())
+
+    @staticmethod
+    def _tell(tickets: list[Any]) -> None:
+        for ticket in tickets:
+            _run(partial(ticket.owner, ticket))
 
     def _serve(self) -> None:
         """Serve the deadlines in time order (a request readied late may be due before one posted
@@ -125,9 +170,16 @@ class PreciseWaker:
             await asyncio.sleep(0)  # reads that arrived meanwhile are stamped before the next request
 
     def close(self) -> None:
-        """Stop the helper thread once the deadlines posted so far are served."""
+        """Stop the helper thread, and the C writer, once what was posted so far is served."""
         self._closing = True
         self._bell.put(None)
+        sender, self._sender = self._sender, None
+        if sender is not None:
+            sender.close()
+            self._tell(sender.collect())
+            self._loop.remove_reader(self._doorbell[0])
+            for fd in self._doorbell:
+                os.close(fd)
 
 
 def _run(action: Action) -> None:
@@ -173,7 +225,7 @@ class Dispatcher:
         self, record: RequestRecord, path: str, body: bytes, due_ns: int
     ) -> Coroutine[Any, Any, RequestRecord]:
         if self.raw is not None:
-            return self.raw.send(record, path, body, due_ns, self.waker.post_at)
+            return self.raw.send(record, path, body, due_ns, self.waker.post_at, self.waker)
         assert self.session is not None
         headers = {**self._headers, "X-Request-Id": record.x_request_id}
         return self._send_aiohttp(self.session, self.url_of(path), body, headers, record)

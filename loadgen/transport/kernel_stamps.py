@@ -19,7 +19,9 @@ Where the C extension `loadgen.transport._kread` is built (pyproject's ext-modul
 without the interpreter, and while the connection is between chunks of a chunked body (`sink`) a read
 that is exactly one whole chunk is recorded in C, as `ChunkedBody.feed`'s fast path would record it.
 `LOADGEN_NATIVE=0` in the environment keeps the Python reader (`native_reads()` says whether a run
-used the C one: the manifest's `client.native_reads`).
+used the C one: the manifest's `client.native_reads`), and the Python waker thread for sends: the
+module's `Sender` writes requests at their send times from a thread of its own
+(`dispatch.PreciseWaker.post_write`).
 """
 
 from __future__ import annotations
@@ -31,15 +33,19 @@ import struct
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 from loadgen.transport.sse import COMPACT_TOKEN
 
+Sender: Any = None  # the C send-time writer and its tickets (dispatch.PreciseWaker.post_write)
+Ticket: Any = None
 try:
     from loadgen.transport import _kread  # type: ignore[attr-defined]
 except ImportError:  # not built (no compiler at install, another platform): the Python reader
     _kread = None
 else:
     _kread.set_token(COMPACT_TOKEN)
+    Sender, Ticket = _kread.Sender, _kread.Ticket
 
 # Python's socket module does not name SO_TIMESTAMPNS(_OLD): 35 in Linux's asm-generic (x86, arm, riscv,
 # powerpc, s390); alpha, mips, parisc and sparc number their own, so they read as before

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from functools import partial
-from typing import cast
+from typing import Any, Protocol, cast
 from urllib.parse import urlsplit
 
 from loadgen.records import RequestRecord, mark_cut_short
@@ -34,6 +34,21 @@ _FD_LOCK = threading.Lock()  # a connection's write descriptor is closed and wri
 
 # runs an action in the waker thread at a perf_counter_ns time (PreciseWaker.post_at)
 PostAt = Callable[[int, Callable[[], None]], None]
+_PARTIAL, _FAILED, _DROPPED = 2, 3, 4  # a C writer's ticket states that need the loop (_kread.c)
+
+
+class Writer(Protocol):
+    """The C send-time writer's side of `dispatch.PreciseWaker`: `post_write` returns a ticket (None
+    where the C module is not built) and `retire` drops a descriptor's posts before it is closed."""
+
+    def post_write(self, due_ns: int, fd: int, data: bytes, attention: Callable[[Any], None]) -> Any | None:
+        """Write `data` to `fd` at `due_ns`; `attention(ticket)` when not written whole."""
+        ...
+
+    def retire(self, fd: int) -> None:
+        """Drop the posts to `fd`."""
+        ...
+
 
 _batch: list[object] = [None, 0]  # [the loop, the stamp] of the batch of reads being handled now
 
@@ -70,7 +85,7 @@ class _Conn(asyncio.Protocol):
 
     __slots__ = (
         "transport", "waiter", "reads", "buf", "mode", "status", "left", "end_ns", "chunked", "reusable",
-        "got_bytes", "record", "wfd", "loop", "kernel", "read_error",
+        "got_bytes", "record", "wfd", "loop", "kernel", "read_error", "ticket", "writer",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -87,6 +102,8 @@ class _Conn(asyncio.Protocol):
         self.loop: asyncio.AbstractEventLoop | None = None
         self.kernel: KernelReader | None = None  # reads the socket itself for kernel stamps
         self.read_error: OSError | None = None  # what the kernel reader's recvmsg raised
+        self.ticket: Any = None  # the C writer's ticket of the request posted on this connection
+        self.writer: Writer | None = None  # that writer (its posts are retired with the descriptor)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not an asyncio.Transport subclass
@@ -135,6 +152,23 @@ class _Conn(asyncio.Protocol):
         if written < len(data) and loop is not None:
             loop.call_soon_threadsafe(self._send_rest, waiter, data[written:])
 
+    def attend(self, waiter: asyncio.Future[None], data: bytes, ticket: Any) -> None:
+        """The C writer did not write the request whole (in the loop): the rest to the transport, or
+        the exchange fails as a failed write from the waker thread fails it."""
+        state = ticket.state
+        if state == _PARTIAL:
+            self._send_rest(waiter, data[ticket.written :])
+        elif state == _FAILED:
+            self._send_failed(waiter, OSError(ticket.err, os.strerror(ticket.err)))
+        elif state == _DROPPED:
+            self._send_failed(waiter, ConnectionResetError("connection closed before the send"))
+
+    def take_ticket(self, record: RequestRecord) -> None:
+        """The exchange is over: its send stamp from the C writer's ticket, if it wrote the request."""
+        ticket, self.ticket = self.ticket, None
+        if ticket is not None and ticket.sent_ns:
+            record.sent_ns = ticket.sent_ns
+
     def _send_failed(self, waiter: asyncio.Future[None], exc: OSError) -> None:
         if self.waiter is waiter and not waiter.done():
             why = f"{type(exc).__name__}: {exc} (before the response head)"
@@ -152,6 +186,8 @@ class _Conn(asyncio.Protocol):
             kernel.stop()
         if self.wfd >= 0:
             with _FD_LOCK:
+                if self.writer is not None:
+                    self.writer.retire(self.wfd)  # no C write lands on the number once it is closed
                 if kernel is not None and kernel.fd == self.wfd:
                     kernel.sock.detach()
                 os.close(self.wfd)
@@ -406,11 +442,18 @@ class RawClient:
         record: RequestRecord,
         due_ns: int,
         post_at: PostAt | None,
+        writer: Writer | None = None,
     ) -> None:
-        """Write the request at `due_ns`: from the waker thread straight to the socket when one is given
-        and the time is still ahead (the loop may be busy reading then), else from the loop now."""
+        """Write the request at `due_ns`: straight to the socket from the C writer's thread (`writer`)
+        or else the waker thread when one is given and the time is still ahead (the loop may be busy
+        reading then), else from the loop now."""
         assert conn.transport is not None
         if post_at is not None and not self.tls and due_ns > time.perf_counter_ns() and conn.write_fd() >= 0:
+            if writer is not None:
+                ticket = writer.post_write(due_ns, conn.wfd, data, partial(conn.attend, waiter, data))
+                if ticket is not None:
+                    conn.ticket, conn.writer = ticket, writer
+                    return
             post_at(due_ns, partial(conn.write_at_due, waiter, data, record))
             return
         record.sent_ns = time.perf_counter_ns()
@@ -424,6 +467,7 @@ class RawClient:
         due_ns: int,
         post_at: PostAt | None,
         deadline: float,
+        writer: Writer | None = None,
     ) -> _Conn:
         """Send `data` and wait for the end of the response (TimeoutError at `deadline`, loop time);
         retried once on a fresh connection when a reused keep-alive connection turns out closed
@@ -435,7 +479,7 @@ class RawClient:
             conn.start(waiter, reads, record)
             expiry = loop.call_at(deadline, _expire, waiter)  # cheaper than a timeout scope per request
             try:
-                self._write(conn, waiter, data, record, due_ns, post_at)
+                self._write(conn, waiter, data, record, due_ns, post_at, writer)
                 await waiter
             except ConnectionResetError:
                 self._drop(conn)
@@ -447,6 +491,7 @@ class RawClient:
                 raise
             finally:
                 expiry.cancel()
+                conn.take_ticket(record)
             return conn
         raise ConnectionResetError("server closed the connection twice before the response head")
 
@@ -467,12 +512,19 @@ class RawClient:
             self._drop(conn)
 
     async def send(
-        self, record: RequestRecord, path: str, body: bytes, due_ns: int = 0, post_at: PostAt | None = None
+        self,
+        record: RequestRecord,
+        path: str,
+        body: bytes,
+        due_ns: int = 0,
+        post_at: PostAt | None = None,
+        writer: Writer | None = None,
     ) -> RequestRecord:
         """POST `body` and record the stamped response; `client.finalize(record)` parses it later.
 
         With `post_at`, called ahead of `due_ns`: the connection is readied now and the request written
-        by the waker thread at `due_ns` (sent_ns stamped right after that write)."""
+        at `due_ns` (sent_ns stamped right after that write) by the C writer's thread where `writer`
+        has one, else by the waker thread."""
         data = self.request_bytes(path, body, record.x_request_id)
         reads = Reads()
         slots = self._slots
@@ -483,7 +535,7 @@ class RawClient:
                 async with asyncio.timeout_at(deadline):
                     await slots.acquire()
             try:
-                conn = await self._exchange(data, reads, record, due_ns, post_at, deadline)
+                conn = await self._exchange(data, reads, record, due_ns, post_at, deadline, writer)
             finally:
                 if slots is not None:
                     slots.release()

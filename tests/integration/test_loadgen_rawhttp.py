@@ -16,6 +16,7 @@ import pytest
 from loadgen.config import HTTP_CLIENTS, RunConfig
 from loadgen.records import RequestRecord
 from loadgen.run.runner import run_benchmark
+from loadgen.transport import kernel_stamps
 from loadgen.transport.aiohttp_client import finalize
 from loadgen.transport.dispatch import PreciseWaker
 from loadgen.transport.rawhttp import RawClient
@@ -250,23 +251,31 @@ async def test_simulated_engine_chat_run(tmp_path: Path, http_client: str) -> No
     assert len(lines[0]["itl_s"]) >= 63
 
 
-async def test_waker_thread_writes_at_the_send_time_and_never_after_a_cancel() -> None:
+@pytest.mark.parametrize("c_writer", [False, True], ids=["waker thread", "C writer"])
+async def test_waker_thread_writes_at_the_send_time_and_never_after_a_cancel(c_writer: bool) -> None:
+    """Written at the send time by the waker thread, or by the C writer where it is built (the
+    default: `PreciseWaker.post_write`), stamped right after; never written once cancelled."""
     body = b"".join(_chunk(m) for m in _sse(2))
     server = Scripted(writes(HEAD_CHUNKED + body + b"0\r\n\r\n"), writes(HEAD_CHUNKED + body + b"0\r\n\r\n"))
     waker = PreciseWaker(asyncio.get_running_loop())
+    writer = waker if c_writer else None
+    if c_writer and not kernel_stamps.native():
+        pytest.skip("the C module is not built here")
     try:
         async with scripted(server) as url:
             client = _client(url)
             await _send(client, 0)  # a keep-alive connection to ready the next requests on
             due = time.perf_counter_ns() + 30_000_000
             record = RequestRecord(1, "run-000001", False, due, 4, 3)
-            done = finalize(await client.send(record, "/v1/completions", b"{}", due, waker.post_at))
+            done = finalize(await client.send(record, "/v1/completions", b"{}", due, waker.post_at, writer))
             assert done.outcome == "ok"
             assert due <= done.sent_ns < due + 50_000_000  # written by the thread at the send time
             # cancelled before its send time: the thread finds the connection dropped and leaves it
             due = time.perf_counter_ns() + 60_000_000
             record = RequestRecord(2, "run-000002", False, due, 4, 3)
-            task = asyncio.ensure_future(client.send(record, "/v1/completions", b"{}", due, waker.post_at))
+            task = asyncio.ensure_future(
+                client.send(record, "/v1/completions", b"{}", due, waker.post_at, writer)
+            )
             await asyncio.sleep(0.01)
             task.cancel()
             with pytest.raises(asyncio.CancelledError):

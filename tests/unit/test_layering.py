@@ -2,8 +2,9 @@
 functions) and every string constant of the shipped code.
 
 - loadgen's layers import only their own layer or lower ones:
-  base (records, stats, config, provenance, workload, jsonbytes) < transport < targets < results + store < run < scale
-  < analysis < experiments < baseline < report < cli; nothing outside loadgen/cli imports the CLI;
+  base (records, stats, config, provenance, workload, jsonbytes) < transport < targets < results + store
+  < run < scale < analysis < experiments < baseline < report < cli; nothing outside loadgen/cli imports
+  the CLI;
 - records, stats and analysis import no transport and no aiohttp (`import loadgen.stats` works
   without aiohttp installed);
 - the exporter imports nothing of loadgen; the simulated engine nothing of loadgen or the exporter;
