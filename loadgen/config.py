@@ -410,9 +410,19 @@ def yaml_error(path: str, exc: yaml.YAMLError) -> str:
     return f"{where}: invalid YAML ({problem})"
 
 
+# LOADGEN_* names that are process switches read where they act, not run settings: LOADGEN_NATIVE=0
+# keeps the C modules off (loadgen.transport.kernel_stamps, sse)
+PROCESS_SWITCHES = frozenset({"LOADGEN_NATIVE"})
+
+
 def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
-    """`LOADGEN_RATE=10` -> {"rate": 10.0}; unknown LOADGEN_* names are an error."""
-    picked = {k[len("LOADGEN_") :]: v for k, v in environ.items() if k.startswith("LOADGEN_")}
+    """`LOADGEN_RATE=10` -> {"rate": 10.0}; unknown LOADGEN_* names are an error (the process
+    switches of PROCESS_SWITCHES are not run settings and are left to what reads them)."""
+    picked = {
+        k[len("LOADGEN_") :]: v
+        for k, v in environ.items()
+        if k.startswith("LOADGEN_") and k not in PROCESS_SWITCHES
+    }
     return normalise_keys(picked, "environment (LOADGEN_*)")
 
 

@@ -71,6 +71,7 @@ def test_sources_resolve_yaml_then_env_then_flags(tmp_path: Path) -> None:
     path = tmp_path / "run.yaml"
     path.write_text("rate: 5\nseed: 7\ninput-len: fixed:10\nslo: {ttft: 300ms}\nduration: 20s\n")
     env = env_overrides({"LOADGEN_SEED": "8", "LOADGEN_MAX_CONCURRENCY": "4", "OTHER": "x"})
+    assert env_overrides({"LOADGEN_NATIVE": "0", "LOADGEN_SEED": "8"}) == {"seed": 8}  # a process switch
     config = resolve(load_yaml(path), env, {"seed": 9, "rate": None})
     assert config.rate == 5.0  # YAML, no flag given (None)
     assert config.seed == 9  # flag beats env beats YAML
