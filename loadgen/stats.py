@@ -67,12 +67,13 @@ def describe(values: Iterable[float]) -> dict[str, float | int | None]:
     return out
 
 
-def _sorted_ns(values: array[int]) -> Sequence[int]:
-    """The values sorted: a copy sorted in place in C where `loadgen._sortq` is built (8 bytes a value,
-    no numpy); else a list when small, numpy's 8 bytes a value when large (a list of ints takes 36;
-    numpy's import, ~0.1-0.3 s of CPU and ~30 MB, is paid only where the sort itself costs more)."""
+def _sorted_ns(values: array[int], own: bool = False) -> Sequence[int]:
+    """The values sorted: in C where `loadgen._sortq` is built (a copy, 8 bytes a value, or `values`
+    itself when the caller hands it over: `own`; no numpy); else a list when small, numpy's 8 bytes a
+    value when large (a list of ints takes 36; numpy's import, ~0.1-0.3 s of CPU and ~30 MB, is paid
+    only where the sort itself costs more)."""
     if _sortq is not None:
-        out = array("q", values)
+        out = values if own else array("q", values)
         _sortq.sort(out)
         return out
     if len(values) < NUMPY_SORT_FROM:
@@ -82,13 +83,14 @@ def _sorted_ns(values: array[int]) -> Sequence[int]:
     return np.sort(np.frombuffer(values, dtype=np.int64))  # type: ignore[return-value]
 
 
-def describe_ns(values: array[int]) -> dict[str, float | int | None]:
+def describe_ns(values: array[int], own: bool = False) -> dict[str, float | int | None]:
     """`describe` of integer nanoseconds, in seconds: sum and variance in exact integers (the same
-    figures whichever way `_sorted_ns` sorts); a saturated run holds millions of ITLs this way."""
+    figures whichever way `_sorted_ns` sorts); a saturated run holds millions of ITLs this way.
+    `own`: the caller hands `values` over, and they may be sorted in place (no copy)."""
     n = len(values)
     if n == 0:
         return describe(())
-    data = _sorted_ns(values)
+    data = _sorted_ns(values, own)
     total = sum(values)
     var_ns2 = (n * sum(map(mul, values, values)) - total * total) / (n * n)  # exact until the division
     out: dict[str, float | int | None] = {
@@ -185,7 +187,8 @@ def summarize(
 
     `records` holds every sent request (warmup included); only non-warmup ones are measured.
     `itl_ns` holds the gaps of measured ok requests whose `token_ns` a run already released
-    (loadgen.run.measure: once a request is in the journal); the others' gaps are appended to it.
+    (loadgen.run.measure: once a request is in the journal); the others' gaps are appended to it, and
+    it is handed over (sorted in place: a saturated run's millions of gaps are not copied).
     """
     measured = [r for r in records if not r.warmup and r.outcome is not None]
     ok = [r for r in measured if r.outcome == "ok"]
@@ -222,7 +225,7 @@ def summarize(
         "slo_met_requests": slo_met,
         "ttft_s": describe(v for r in ok if (v := ttft_s(r)) is not None),
         "tpot_s": describe(v for r in ok if (v := tpot_s(r)) is not None),
-        "itl_s": describe_ns(itl_gaps_ns(ok, itl_ns)),
+        "itl_s": describe_ns(itl_gaps_ns(ok, itl_ns), own=True),  # the caller's gaps, handed over
         "e2e_s": describe(v for r in ok if (v := e2e_s(r)) is not None),
         "schedule_lag_s": describe(r.schedule_lag_ns / NS for r in measured),
         "slot_wait_s": describe(r.slot_wait_ns / NS for r in measured),

@@ -56,6 +56,9 @@ def test_describe_ns_gives_the_same_figures_through_every_sort(monkeypatch: pyte
     original = values.tolist()
     native = stats.describe_ns(values)
     assert values.tolist() == original  # the caller's array is left as it was
+    handed = array("q", values)
+    assert stats.describe_ns(handed, own=True) == native
+    assert handed.tolist() == sorted(original)  # handed over: sorted in place, no copy
     monkeypatch.setattr(stats, "_sortq", None)
     assert stats.describe_ns(values) == native  # sorted()
     pytest.importorskip("numpy")
