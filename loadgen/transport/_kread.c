@@ -1,4 +1,5 @@
-/* The raw client's kernel-stamped read, in C (loadgen.transport.kernel_stamps.KernelReader).
+/* The raw client's socket work in C: the kernel-stamped read (loadgen.transport.kernel_stamps.KernelReader)
+and the send-time writer (`Sender`, below; dispatch.PreciseWaker.post_write).
 
 One `Reader` per connection is the event loop's reader callback for the connection's duplicate
 descriptor. Each call is what KernelReader._readable does in Python, without the interpreter:
@@ -11,7 +12,7 @@ mark to `marks`; so is a read of several whole chunks and nothing else, as `Chun
 it (their data joined into one piece, unmarked). Every other read goes to the Python handlers,
 stamped: `received(t, data)`, or `plain(data)` when the kernel gave no stamp; a read error to
 `failed(OSError)`, end of file to `eof()`, a closing transport to `closing()`. Where this module is
-not built, KernelReader reads in Python. */
+not built, KernelReader reads in Python and the waker thread writes the requests. */
 
 #define _GNU_SOURCE  /* memmem */
 #define PY_SSIZE_T_CLEAN
