@@ -10,9 +10,11 @@ import math
 import signal
 import sys
 import time
+from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
+from operator import sub
 from typing import TYPE_CHECKING, Any
 
 from infergauge.fdlimit import limit_line
@@ -46,6 +48,7 @@ SPLIT_READS = (
 )
 GC_TICKS = 240  # monitor ticks (0.25 s) between garbage collections during a run (see paced_gc)
 RELEASED: tuple[int, ...] = ()  # token_ns of a request whose line is on disk (see Run.release)
+KEPT_GAPS = 262_144  # released requests' ITLs held for the summary (2 MB); a run with more reads them back
 BACKLOG_BOUND = Bound()  # finished requests held unparsed at most (see backlog.py)
 
 
@@ -72,6 +75,7 @@ class Run:
         self.start_ns = 0
         self.sent = SentDigest()  # the fingerprint of what was sent, digested by the finisher
         self.kept: SentBlocks | None = None  # the sent prompts' blocks, for the implied cache figures
+        self.gaps: array[int] | None = array("q")  # released requests' ITLs while they fit (release)
         self.dispatch_task: asyncio.Task[None] | None = None
         self.finished_queue: asyncio.Queue[tuple[RequestRecord, int]] = asyncio.Queue()
         self.backlog = Backlog(BACKLOG_BOUND)
@@ -142,8 +146,17 @@ class Run:
             self.finished_queue.task_done()
 
     def release(self, record: RequestRecord) -> None:
-        """A request's line is on disk: let its per-token times go (the summary reads its ITLs back from
-        the journal), so memory does not grow with the tokens streamed."""
+        """A request's line is on disk: let its per-token times go, so memory does not grow with the
+        tokens streamed. The summary's ITLs of a measured ok request are kept (8 bytes a gap) while
+        the run's fit in KEPT_GAPS; past that none are, and the summary reads them all back from the
+        journal (the same integers: `record.line_itls_ns`)."""
+        gaps = self.gaps
+        if gaps is not None and not record.warmup and record.outcome == "ok":
+            t = record.token_ns
+            if len(gaps) + len(t) > KEPT_GAPS:
+                self.gaps = None  # a long run: memory stays flat, the journal has them
+            else:
+                gaps.extend(map(sub, t[1:], t))
         record.token_ns = RELEASED
 
     def _may_yield(self, now_ns: int) -> bool:

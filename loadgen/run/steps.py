@@ -179,7 +179,7 @@ def _record(ctx: RunContext, prep: Prepared, measured: Measured, run: Run) -> Ru
     config, run_id = ctx.config, ctx.run_id
     assert run.dispatcher is not None
     records = sorted(run.dispatcher.records, key=lambda r: r.index)
-    itl_ns, itl_missing = journaled_itls(run.journal, records)
+    itl_ns, itl_missing = journaled_itls(run.journal, records, run.gaps)
     summary = build_summary(
         config,
         run_id,
@@ -224,10 +224,14 @@ def _record(ctx: RunContext, prep: Prepared, measured: Measured, run: Run) -> Ru
     )
 
 
-def journaled_itls(journal: Journal | None, records: list[RequestRecord]) -> tuple[array[int], str | None]:
+def journaled_itls(
+    journal: Journal | None, records: list[RequestRecord], kept: array[int] | None = None
+) -> tuple[array[int], str | None]:
     """The ITLs (ns) of the measured ok requests whose per-token times were released to the journal
     (the others' are still on their records and `summarize` adds them), and why some could not be
-    read back (None when all were)."""
+    read back (None when all were): `kept` when the run held them all (`Run.release`), else read back."""
+    if kept is not None:
+        return kept, None
     itl_ns: array[int] = array("q")
     if journal is None or not journal.where:
         return itl_ns, None

@@ -163,3 +163,34 @@ def test_describe_ns_is_the_same_sorted_either_way(monkeypatch: pytest.MonkeyPat
 def test_itl_gaps_are_the_itls_in_ns() -> None:
     record = _records(3)[2]
     assert [g / 1e9 for g in itl_gaps_ns((record,))] == pytest.approx(itls_s(record), abs=1e-15)
+
+
+@pytest.mark.parametrize("kept_max", [10**6, 200], ids=["kept", "too many: read back"])
+def test_the_gaps_a_run_keeps_as_it_releases_give_the_same_summary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kept_max: int
+) -> None:
+    """Run.release keeps the measured ok requests' gaps while they fit (8 bytes a gap), so the summary
+    reads nothing back; past KEPT_GAPS it keeps none and the journal gives them back, the same."""
+    from loadgen.config import RunConfig
+    from loadgen.run import measure
+
+    monkeypatch.setattr(measure, "KEPT_GAPS", kept_max)
+    before = summarize(_records(), {})
+    records = _records()
+    run = measure.Run(RunConfig(results_dir=str(tmp_path)), "run", progress=False)
+    journal = Journal(tmp_path / "requests.jsonl", run.release)
+    finished = records[:]
+    random.Random(5).shuffle(finished)
+    for record in finished:
+        journal.add(record, START)
+    journal.flush()
+    journal.close()
+    assert all(r.token_ns == RELEASED for r in records)
+    if kept_max > 200:
+        assert run.gaps is not None
+        assert len(run.gaps) == before["itl_s"]["count"]
+    else:
+        assert run.gaps is None  # over the bound: none kept
+    itl, missing = journaled_itls(journal, records, run.gaps)
+    assert missing is None
+    assert summarize(records, {}, itl)["itl_s"] == before["itl_s"]
