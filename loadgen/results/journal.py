@@ -5,8 +5,8 @@ never on the send path.
 
 Memory stays flat however long the run: a line is not kept once it is on disk (only where it is:
 `JournalLines` reads it back for the final, index-ordered requests.jsonl), and `on_written` lets the
-run release what the line holds (the request's per-token times; `read_itls` gives the summary its
-ITLs back from the file, exactly)."""
+run release what the line holds (the request's per-token times; the run keeps a short run's gaps
+itself, and `read_itls` gives a longer run's summary its ITLs back from the file, exactly)."""
 
 from __future__ import annotations
 
