@@ -33,6 +33,14 @@ if TYPE_CHECKING:
     from loadgen.workload.generator import RequestSpec
 
 DEFAULT_BLOCK_SIZE = 16  # vLLM's default block size, used when the engine's is not known
+TEXT_PROMPTS = "text prompts: the implied ratio needs token ids (token-id prompts on completions)"
+
+
+def too_many_tokens(max_tokens: int) -> str:
+    """Why a run of more than `max_tokens` prompt tokens has no implied figures."""
+    return f"over {max_tokens} prompt tokens: not re-drawn"
+
+
 BOUND = "upper bound: an infinite cache of whole blocks, prompts in send order (no eviction, no flush)"
 
 
@@ -80,11 +88,11 @@ class SentBlocks:
             return
         prompt = spec.prompt
         if not isinstance(prompt, list):
-            self._give_up("text prompts: the implied ratio needs token ids (token-id prompts on completions)")
+            self._give_up(TEXT_PROMPTS)
             return
         self.tokens += len(prompt)
         if self.tokens > self.max_tokens:
-            self._give_up(f"over {self.max_tokens} prompt tokens: not re-drawn")
+            self._give_up(too_many_tokens(self.max_tokens))
             return
         self.hashes.extend(chained_block_hashes(prompt, self.block_size))
         self.ends.append(len(self.hashes))

@@ -20,7 +20,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from loadgen.prefix_cache import DEFAULT_BLOCK_SIZE, SentBlocks, implied_facts, reported_facts
+from loadgen.prefix_cache import (
+    DEFAULT_BLOCK_SIZE,
+    TEXT_PROMPTS,
+    SentBlocks,
+    implied_facts,
+    reported_facts,
+    too_many_tokens,
+)
 from loadgen.records import RequestRecord
 from loadgen.results.manifest_schema import Manifest, read_manifest
 from loadgen.targets.cache_counters import CacheCounters, cache_facts
@@ -42,10 +49,10 @@ def sent_prompts(workload: Any, sent: Sequence[RequestRecord]) -> tuple[list[lis
     for record in sent:
         prompt = request(record.index).prompt
         if not isinstance(prompt, list):
-            return None, "text prompts: the implied ratio needs token ids (token-id prompts on completions)"
+            return None, TEXT_PROMPTS
         total += len(prompt)
         if total > IMPLIED_MAX_TOKENS:
-            return None, f"over {IMPLIED_MAX_TOKENS} prompt tokens: not re-drawn"
+            return None, too_many_tokens(IMPLIED_MAX_TOKENS)
         prompts.append(prompt)
     return prompts, ""
 
