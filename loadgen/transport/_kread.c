@@ -747,7 +747,10 @@ PyMODINIT_FUNC PyInit__kread(void) {
     if (m == NULL) return NULL;
     if (PyModule_AddObjectRef(m, "Reader", (PyObject *)&ReaderType) < 0 ||
         PyModule_AddObjectRef(m, "Ticket", (PyObject *)&TicketType) < 0 ||
-        PyModule_AddObjectRef(m, "Sender", (PyObject *)&SenderType) < 0) {
+        PyModule_AddObjectRef(m, "Sender", (PyObject *)&SenderType) < 0 ||
+        PyModule_AddIntConstant(m, "TICKET_PARTIAL", TICKET_PARTIAL) < 0 ||
+        PyModule_AddIntConstant(m, "TICKET_FAILED", TICKET_FAILED) < 0 ||
+        PyModule_AddIntConstant(m, "TICKET_DROPPED", TICKET_DROPPED) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -11,6 +11,7 @@ then runs the Python parse, which returns or raises as before. So the result is 
 construction where this one answers, and tested against it where it does. Where this module is not
 built, sse.py parses in Python. */
 
+#define _GNU_SOURCE  /* memmem */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -39,12 +40,6 @@ static int token_bearing(const char *p, Py_ssize_t n) {
         while (j < n && is_space(p[j])) j++;
         if (j < n && p[j] != ']') return 1;
     }
-    return 0;
-}
-
-static int has(const char *p, Py_ssize_t n, const char *what, Py_ssize_t wlen) {
-    for (Py_ssize_t i = 0; i + wlen <= n; i++)
-        if (p[i] == what[0] && memcmp(p + i, what, (size_t)wlen) == 0) return 1;
     return 0;
 }
 
@@ -147,7 +142,8 @@ static PyObject *marked(PyObject *module, PyObject *args) {
     /* _token_marks, and its framing check (a token event must look like a JSON object) */
     Py_ssize_t tokens = 0, tok_first = -1, tok_last = -1;
     for (Py_ssize_t i = 0; i < count; i++) {
-        int token = has(ev[i].p, ev[i].n, TOKEN, (Py_ssize_t)sizeof TOKEN - 1) || token_bearing(ev[i].p, ev[i].n);
+        int token = memmem(ev[i].p, (size_t)ev[i].n, TOKEN, sizeof TOKEN - 1) != NULL ||
+                    token_bearing(ev[i].p, ev[i].n);
         ev[i].token = token;
         if (!token) continue;
         if (ev[i].n < 7 || memcmp(ev[i].p, "data: {", 7) != 0 || ev[i].p[ev[i].n - 1] != '}') {

@@ -34,7 +34,6 @@ _FD_LOCK = threading.Lock()  # a connection's write descriptor is closed and wri
 
 # runs an action in the waker thread at a perf_counter_ns time (PreciseWaker.post_at)
 PostAt = Callable[[int, Callable[[], None]], None]
-_PARTIAL, _FAILED, _DROPPED = 2, 3, 4  # a C writer's ticket states that need the loop (_kread.c)
 
 
 class Writer(Protocol):
@@ -155,12 +154,12 @@ class _Conn(asyncio.Protocol):
     def attend(self, waiter: asyncio.Future[None], data: bytes, ticket: Any) -> None:
         """The C writer did not write the request whole (in the loop): the rest to the transport, or
         the exchange fails as a failed write from the waker thread fails it."""
-        state = ticket.state
-        if state == _PARTIAL:
+        state, c = ticket.state, kernel_stamps._kread  # a ticket comes from the built C module
+        if state == c.TICKET_PARTIAL:
             self._send_rest(waiter, data[ticket.written :])
-        elif state == _FAILED:
+        elif state == c.TICKET_FAILED:
             self._send_failed(waiter, OSError(ticket.err, os.strerror(ticket.err)))
-        elif state == _DROPPED:
+        elif state == c.TICKET_DROPPED:
             self._send_failed(waiter, ConnectionResetError("connection closed before the send"))
 
     def take_ticket(self, record: RequestRecord) -> None:
