@@ -48,10 +48,11 @@ def is_own_checkout(top_level: Path, package_dir: Path) -> bool:
 
 def checkout_sha(package_dir: Path = PACKAGE_DIR) -> str | None:
     """HEAD of the git checkout holding `package_dir`, only when that checkout is infergauge's."""
-    top = _git(package_dir, "rev-parse", "--show-toplevel")
-    if top is None or not is_own_checkout(Path(top), package_dir):
+    out = _git(package_dir, "rev-parse", "--show-toplevel", "HEAD")  # one git run: both lines
+    top, _, sha = (out or "").partition("\n")
+    if not top or not sha or not is_own_checkout(Path(top), package_dir):
         return None
-    return _git(package_dir, "rev-parse", "HEAD")
+    return sha.strip()
 
 
 def stamped_sha() -> str | None:
@@ -66,8 +67,8 @@ def stamped_sha() -> str | None:
 
 @functools.cache
 def git_sha() -> tuple[str | None, str | None]:
-    """(commit, where it came from: "checkout", "build" or None); asked once a process (two `git`
-    runs): the code that runs is the one imported, whatever the checkout's HEAD does later."""
+    """(commit, where it came from: "checkout", "build" or None); asked once a process (one `git`
+    run): the code that runs is the one imported, whatever the checkout's HEAD does later."""
     sha = checkout_sha()
     if sha:
         return sha, "checkout"

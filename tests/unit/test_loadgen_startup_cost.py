@@ -1,12 +1,13 @@
 """What a plain raw-client run keeps off its start-up and hot path: aiohttp, prometheus_client and
 yaml are not imported by the run path, nor (in a whole run) what only an orphaned --workers run,
-a JSONL dataset or a worker needs; git is asked for the commit once a process, a run without
-Grafana starts no thread to annotate nothing; token ids are drawn as `random.choices` draws them,
-and the backlog's size estimate is unchanged."""
+a JSONL dataset or a worker needs; git is asked for the commit once a process (one run, and no
+`uname -p` for the platform), a run without Grafana starts no thread to annotate nothing; token
+ids are drawn as `random.choices` draws them, and the backlog's size estimate is unchanged."""
 
 from __future__ import annotations
 
 import json
+import platform
 import random
 import subprocess
 import sys
@@ -16,7 +17,7 @@ import pytest
 
 from loadgen import provenance
 from loadgen.records import RequestRecord
-from loadgen.results.manifest import tool_info
+from loadgen.results.manifest import host_platform, tool_info
 from loadgen.run.backlog import PIECE_OVERHEAD, held_bytes
 from loadgen.run.unserved_metrics import UnservedMetrics
 from loadgen.workload.generator import TOKEN_ID_HIGH, TOKEN_ID_LOW, _token_ids
@@ -44,13 +45,20 @@ def counted(fn, *args, **kwargs):
     threads.append(getattr(fn, "__name__", "?"))
     return to_thread(fn, *args, **kwargs)
 asyncio.to_thread = counted
+import subprocess
+spawned = []
+execute_child = subprocess.Popen._execute_child
+def spawn(self, args, *rest, **kwargs):
+    spawned.append([str(a) for a in args] if isinstance(args, (list, tuple)) else [str(args)])
+    return execute_child(self, args, *rest, **kwargs)
+subprocess.Popen._execute_child = spawn
 from loadgen.cli.main import main
 sys.argv = ["loadgen", *ARGS]
 try:
     main()
 finally:
     off = [m for m in OFF if m in sys.modules]
-    print(json.dumps({"imported": off, "to_thread": threads}), file=sys.stderr)
+    print(json.dumps({"imported": off, "to_thread": threads, "spawned": spawned}), file=sys.stderr)
 """
 
 
@@ -110,6 +118,15 @@ def test_a_whole_plain_run_imports_nothing_it_does_not_use(tmp_path: Path) -> No
     seen = json.loads(done.stderr.strip().splitlines()[-1])
     assert seen["imported"] == []
     assert seen["to_thread"] == []  # no Grafana: no annotation thread
+    # one process started: git, for the commit (not `uname -p` for the platform, nor git twice)
+    assert [cmd[:2] for cmd in seen["spawned"]] == [["git", "rev-parse"]]
+
+
+def test_the_platform_text_is_platform_platform_without_its_uname_run() -> None:
+    uname = platform.uname()
+    if uname.system != "Linux" or uname.processor not in ("", uname.machine):
+        pytest.skip(f"platform() keeps this host's processor field {uname.processor!r}")
+    assert host_platform() == platform.platform()
 
 
 def test_the_commit_is_asked_of_git_once_a_process(monkeypatch: pytest.MonkeyPatch) -> None:
