@@ -37,7 +37,9 @@ def host_platform() -> str:
     """`platform.platform()`'s text without the `uname -p` process it starts for the processor field
     (~1 ms of CPU a record, and a fork of the whole client): on glibc Linux that field is dropped
     where it is "unknown" or the machine's name (Debian, Ubuntu, Fedora), so the text is built from
-    `os.uname()` and the libc version as platform() builds it; anywhere else, platform.platform()."""
+    `os.uname()` and the libc version as platform() builds it; anywhere else, platform.platform().
+    Where `uname -p` names something else (Gentoo: the CPU's model) the text leaves it out; the
+    model is the record's `cpu_model`."""
     system, _, release, _, machine = os.uname()
     try:
         libc = os.confstr("CS_GNU_LIBC_VERSION") or ""
