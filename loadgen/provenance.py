@@ -52,7 +52,7 @@ def checkout_sha(package_dir: Path = PACKAGE_DIR) -> str | None:
     top, _, sha = (out or "").partition("\n")
     if not top or not sha or not is_own_checkout(Path(top), package_dir):
         return None
-    return sha.strip()
+    return sha
 
 
 def stamped_sha() -> str | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import socket
 from collections.abc import Mapping
 from pathlib import Path
@@ -21,6 +22,9 @@ from loadgen.targets.exporter_client import match_engine
 from loadgen.transport import kernel_stamps
 from loadgen.transport.evloop import loop_name
 
+# a platform text platform() would not change: no empty part, nothing it cleans up
+_PLAIN_PLATFORM = re.compile(r"[A-Za-z0-9._+]+(-[A-Za-z0-9._+]+)*")
+
 
 def cpu_model() -> str | None:
     """The CPU's model name from /proc/cpuinfo (platform fallback)."""
@@ -36,25 +40,20 @@ def cpu_model() -> str | None:
 def host_platform() -> str:
     """`platform.platform()`'s text without the `uname -p` process it starts for the processor field
     (~1 ms of CPU a record, and a fork of the whole client): on glibc Linux that field is dropped
-    where it is "unknown" or the machine's name (Debian, Ubuntu, Fedora), so the text is built from
-    `os.uname()` and the libc version as platform() builds it; anywhere else, platform.platform().
-    Where `uname -p` names something else (Gentoo: the CPU's model) the text leaves it out; the
-    model is the record's `cpu_model`."""
+    where it is "unknown" or the machine's name (Debian, Ubuntu, Fedora), so the text is
+    system-release-machine-with-libc, as platform() joins it, when those parts need none of its
+    clean-up (a space, "/", "unknown", ...); anywhere else, platform.platform(). Where `uname -p`
+    names something else (Gentoo: the CPU's model) the text leaves it out; the model is the
+    record's `cpu_model`."""
     system, _, release, _, machine = os.uname()
     try:
-        libc = os.confstr("CS_GNU_LIBC_VERSION") or ""
+        name, _, version = (os.confstr("CS_GNU_LIBC_VERSION") or "").partition(" ")
     except (ValueError, OSError):
-        libc = ""
-    name, _, version = libc.partition(" ")
-    if system != "Linux" or not version:
+        name = version = ""
+    text = f"{system}-{release}-{machine}-with-{name}{version}"
+    if system != "Linux" or not version or not _PLAIN_PLATFORM.fullmatch(text) or "unknown" in text:
         return platform.platform()
-    text = "-".join(x.strip() for x in (system, release, machine, "with", name + version) if x)
-    for obstacle in ' /\\:;"()':  # platform's clean-up of its text, in its order
-        text = text.replace(obstacle, "_" if obstacle == " " else "-")
-    text = text.replace("unknown", "")
-    while "--" in text:
-        text = text.replace("--", "-")
-    return text.rstrip("-")
+    return text
 
 
 def host_load() -> dict[str, Any] | None:

@@ -39,6 +39,8 @@ from loadgen.transport.sse import COMPACT_TOKEN
 
 Sender: Any = None  # the C send-time writer and its tickets (dispatch.PreciseWaker.post_write)
 Ticket: Any = None
+# a ticket's states that need the loop (rawhttp._Conn.attend): not written whole, failed, dropped
+TICKET_PARTIAL = TICKET_FAILED = TICKET_DROPPED = -1
 try:
     from loadgen.transport import _kread  # type: ignore[attr-defined]
 except ImportError:  # not built (no compiler at install, another platform): the Python reader
@@ -46,6 +48,11 @@ except ImportError:  # not built (no compiler at install, another platform): the
 else:
     _kread.set_token(COMPACT_TOKEN)
     Sender, Ticket = _kread.Sender, _kread.Ticket
+    TICKET_PARTIAL, TICKET_FAILED, TICKET_DROPPED = (
+        _kread.TICKET_PARTIAL,
+        _kread.TICKET_FAILED,
+        _kread.TICKET_DROPPED,
+    )
 
 # Python's socket module does not name SO_TIMESTAMPNS(_OLD): 35 in Linux's asm-generic (x86, arm, riscv,
 # powerpc, s390); alpha, mips, parisc and sparc number their own, so they read as before

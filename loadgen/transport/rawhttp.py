@@ -154,12 +154,12 @@ class _Conn(asyncio.Protocol):
     def attend(self, waiter: asyncio.Future[None], data: bytes, ticket: Any) -> None:
         """The C writer did not write the request whole (in the loop): the rest to the transport, or
         the exchange fails as a failed write from the waker thread fails it."""
-        state, c = ticket.state, kernel_stamps._kread  # a ticket comes from the built C module
-        if state == c.TICKET_PARTIAL:
+        state = ticket.state
+        if state == kernel_stamps.TICKET_PARTIAL:
             self._send_rest(waiter, data[ticket.written :])
-        elif state == c.TICKET_FAILED:
+        elif state == kernel_stamps.TICKET_FAILED:
             self._send_failed(waiter, OSError(ticket.err, os.strerror(ticket.err)))
-        elif state == c.TICKET_DROPPED:
+        elif state == kernel_stamps.TICKET_DROPPED:
             self._send_failed(waiter, ConnectionResetError("connection closed before the send"))
 
     def take_ticket(self, record: RequestRecord) -> None:

@@ -45,13 +45,12 @@ def counted(fn, *args, **kwargs):
     threads.append(getattr(fn, "__name__", "?"))
     return to_thread(fn, *args, **kwargs)
 asyncio.to_thread = counted
-import subprocess
 spawned = []
-execute_child = subprocess.Popen._execute_child
-def spawn(self, args, *rest, **kwargs):
-    spawned.append([str(a) for a in args] if isinstance(args, (list, tuple)) else [str(args)])
-    return execute_child(self, args, *rest, **kwargs)
-subprocess.Popen._execute_child = spawn
+def audit(event, args):  # every process the run starts (the `subprocess.Popen` audit event)
+    if event == "subprocess.Popen":
+        cmd = args[1]
+        spawned.append([str(a) for a in cmd] if isinstance(cmd, (list, tuple)) else [str(cmd)])
+sys.addaudithook(audit)
 from loadgen.cli.main import main
 sys.argv = ["loadgen", *ARGS]
 try:
