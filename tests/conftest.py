@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -43,3 +44,22 @@ def _no_host_exporter(monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.loadgen_servers import free_port  # a loopback port nobody listens on
 
     monkeypatch.setattr(exporter_client, "EXPORTER_DEFAULT", f"http://127.0.0.1:{free_port()}")
+
+
+@pytest.fixture(scope="module")
+def kernel_stamping_on() -> Iterator[None]:
+    """Hold a socket with SO_TIMESTAMPNS for the module. Linux stamps received packets only while
+    some socket asks for stamps, and the first one to ask turns stamping on from a deferred work
+    item: a test whose connection is the host's only stamped socket can read its first bytes before
+    that runs, unstamped (`arrival_stamps` then says `mixed`). A run preconnects ahead of its first
+    send; a test of one request does not."""
+    import socket
+    import time
+
+    keeper = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        keeper.setsockopt(socket.SOL_SOCKET, getattr(socket, "SO_TIMESTAMPNS", 35), 1)
+        time.sleep(0.05)  # the deferred work item runs
+        yield
+    finally:
+        keeper.close()

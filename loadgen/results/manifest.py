@@ -78,6 +78,7 @@ def client_info() -> dict[str, Any]:
         "event_loop": loop_name(),
         "arrival_stamps": kernel_stamps.arrival_stamps(),  # kernel | read | mixed (the raw client's reads)
         "native_reads": kernel_stamps.native_reads(),  # the raw client read in C (loadgen.transport._kread)
+        "send_priority": kernel_stamps.send_priority(),  # realtime | short-slice | none (the send thread)
         "load": host_load(),
     }
 

@@ -175,6 +175,7 @@ def _typed(raw: Mapping[str, Any]) -> Manifest:
             as_dict(client.get("load")),
             as_text(client.get("arrival_stamps")),
             as_bool(client.get("native_reads")),
+            as_text(client.get("send_priority")),
         ),
         config=as_dict(raw.get("config")),
         workload=Workload(

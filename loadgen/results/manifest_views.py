@@ -53,6 +53,7 @@ class Client:
     load: Mapping[str, Any]
     arrival_stamps: str | None = None  # kernel | read | mixed; None in records before it was written
     native_reads: bool | None = None  # the raw client's reads in C; None in records before it was written
+    send_priority: str | None = None  # realtime | short-slice | none: how the send thread got the core
 
 
 @dataclass(frozen=True)

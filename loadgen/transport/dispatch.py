@@ -50,9 +50,14 @@ def _wake(fut: asyncio.Future[None]) -> None:
 def _prefer_cpu() -> None:
     """Let the waker thread preempt the busy event-loop thread the moment its deadline comes (Linux's
     EEVDF scheduler otherwise lets a running thread finish its ~3 ms slice first): real-time priority
-    where permitted (root, CAP_SYS_NICE), else nothing changes. The thread only sleeps and writes."""
-    with contextlib.suppress(AttributeError, OSError):
+    where permitted (root, CAP_SYS_NICE), else nothing changes (the C writer, which sends where it is
+    built, also tries EEVDF's short slice: `_kread.c`'s prefer_cpu). The thread only sleeps and writes."""
+    try:
         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+    except (AttributeError, OSError):
+        kernel_stamps.note_waker_priority("none")
+    else:
+        kernel_stamps.note_waker_priority("realtime")
 
 
 class PreciseWaker:
@@ -106,6 +111,7 @@ class PreciseWaker:
         os.set_blocking(write_end, False)
         self._doorbell = (read_end, write_end)
         self._loop.add_reader(read_end, self._attend)
+        kernel_stamps.sender_started()
         return kernel_stamps.Sender(write_end)
 
     def _attend(self) -> None:

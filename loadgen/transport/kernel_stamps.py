@@ -66,7 +66,8 @@ RESAMPLE_NS = 1_000_000  # the offset is taken again for a stamp this far from t
 
 _clock = [-(1 << 62), 0]  # [the kernel stamp (ns) the offset was last taken for, the offset]
 # since the last reset_counts()
-_counts = {"kernel_connections": 0, "native_connections": 0, "read_stamped": 0}
+_counts = {"kernel_connections": 0, "native_connections": 0, "read_stamped": 0, "senders": 0}
+_waker_priority = [""]  # how the Python waker thread got the core (dispatch._prefer_cpu), "" before one ran
 
 
 def _resample(kernel_ns: int) -> None:
@@ -83,6 +84,26 @@ def _resample(kernel_ns: int) -> None:
     _clock[0] = kernel_ns
 
 
+def hold_stamping() -> socket.socket | None:
+    """A socket that asks for receive stamps, to hold open while connections read: Linux stamps
+    received packets only while some socket on the host asks for stamps, and the first one to ask
+    turns stamping on from a deferred work item, so a client whose connections are the host's only
+    stamped sockets could read its first response unstamped (`arrival_stamps` then says `mixed`).
+    Opened before the first connection; None where there are no kernel stamps."""
+    if SO_TIMESTAMPNS is None:
+        return None
+    try:
+        keeper = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    except OSError:
+        return None
+    try:
+        keeper.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    except OSError:
+        keeper.close()
+        return None
+    return keeper
+
+
 def native() -> bool:
     """True when connections read with the C reader (built, and not switched off by LOADGEN_NATIVE=0)."""
     return _kread is not None and os.environ.get("LOADGEN_NATIVE", "1") != "0"
@@ -90,7 +111,8 @@ def native() -> bool:
 
 def reset_counts() -> None:
     """Start counting a new run's connections and reads."""
-    _counts["kernel_connections"] = _counts["native_connections"] = _counts["read_stamped"] = 0
+    for key in _counts:
+        _counts[key] = 0
 
 
 def count_read_stamped() -> None:
@@ -107,6 +129,26 @@ def native_reads() -> bool:
     """True when a connection since `reset_counts` read with the C reader (the manifest's
     `client.native_reads`)."""
     return _counts["native_connections"] > 0
+
+
+def sender_started() -> None:
+    """A run started the C writer (`Sender`)."""
+    _counts["senders"] += 1
+
+
+def note_waker_priority(how: str) -> None:
+    """How the Python waker thread got the core: `realtime` or `none` (dispatch._prefer_cpu)."""
+    _waker_priority[0] = how
+
+
+def send_priority() -> str | None:
+    """How the thread that writes requests at their due time got its core (the manifest's
+    `client.send_priority`): `realtime` (SCHED_FIFO, where permitted), `short-slice` (EEVDF's
+    shortest slice, Linux 6.12+, no privilege needed; the C writer only) or `none`; None when no
+    such thread ran. It decides how soon a due send preempts the event loop on a shared core."""
+    if _counts["senders"] and _kread is not None:
+        return str(_kread.priority()) or None
+    return _waker_priority[0] or None
 
 
 def arrival_stamps() -> str:

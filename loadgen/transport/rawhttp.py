@@ -377,6 +377,8 @@ class RawClient:
         self._open: set[_Conn] = set()
         self._slots = asyncio.Semaphore(limit) if limit else None
         kernel_stamps.reset_counts()  # this run's (the manifest's client.arrival_stamps)
+        self._stamping: Any = None  # kernel_stamps.hold_stamping's socket, from the first connection on
+        self._stamping_asked = self.tls  # TLS reads carry no kernel stamps
 
     def request_bytes(self, path: str, body: bytes, x_request_id: str) -> bytes:
         """The whole request: prebuilt request line and fixed headers, then length, id and body."""
@@ -410,7 +412,14 @@ class RawClient:
         self._idle.extend(opened)
         return len(opened)
 
+    def _stamp_from_now(self) -> None:
+        """Before the first connection: have the host stamp received packets (hold_stamping)."""
+        if not self._stamping_asked:
+            self._stamping_asked = True
+            self._stamping = kernel_stamps.hold_stamping()
+
     async def _open_new(self, deadline: float) -> _Conn:
+        self._stamp_from_now()
         loop, tls = asyncio.get_running_loop(), True if self.tls else None
         async with asyncio.timeout_at(deadline):
             _, conn = await loop.create_connection(_Conn, self.host, self.port, ssl=tls)
@@ -422,6 +431,7 @@ class RawClient:
         conn = self._idle_conn()
         if conn is not None:
             return conn, True
+        self._stamp_from_now()
         loop, tls = asyncio.get_running_loop(), True if self.tls else None
         try:
             async with asyncio.timeout_at(deadline):
@@ -563,6 +573,9 @@ class RawClient:
         for conn in list(self._open):
             self._drop(conn)
         self._idle.clear()
+        if self._stamping is not None:
+            self._stamping.close()
+            self._stamping, self._stamping_asked = None, self.tls
 
 
 def _expire(waiter: asyncio.Future[None]) -> None:

@@ -33,6 +33,7 @@ from tests.loadgen_servers import golden_replay_app, serve
 pytestmark = [
     pytest.mark.timeout(60),
     pytest.mark.skipif(kernel_stamps.SO_TIMESTAMPNS is None, reason="no SO_TIMESTAMPNS here"),
+    pytest.mark.usefixtures("kernel_stamping_on"),
 ]
 
 TOKENS, GAP_MS, BUSY_MS, EVERY_MS = 40, 8.0, 4.0, 6.0
@@ -173,6 +174,8 @@ async def test_the_manifest_says_which_stamps_a_run_used(tmp_path: Path) -> None
             assert result.summary["requests"]["ok"] == 2
             manifest = json.loads((result.result_dir / "manifest.json").read_text())
             got[http_client] = manifest["client"]["arrival_stamps"]
+            # one at a time (--max-concurrency): sent when the Python waker thread says so
+            assert manifest["client"]["send_priority"] in ("realtime", "none")
     assert got == {"raw": "kernel", "aiohttp": "read"}
 
 
@@ -233,7 +236,8 @@ def _open_fds() -> int:
 
 async def test_a_connection_holds_as_many_descriptors_as_before() -> None:
     """The kernel reader reads on the descriptor the waker thread writes on: a preconnected connection
-    holds its socket and one duplicate (plus the server's end here), and none is left after close."""
+    holds its socket and one duplicate (plus the server's end here), the client one more socket in
+    all, and none is left after close."""
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await reader.read()
@@ -247,7 +251,9 @@ async def test_a_connection_holds_as_many_descriptors_as_before() -> None:
         assert await client.preconnect(8, 5.0) == 8
         await asyncio.sleep(0.05)  # the readers take over; the server accepts
         assert kernel_stamps.counts()["kernel_connections"] == 8
-        assert _open_fds() - before == 8 * 3  # client socket, its duplicate, server's end
+        # client socket, its duplicate, server's end; and the client's one socket that keeps the host
+        # stamping received packets (kernel_stamps.hold_stamping)
+        assert _open_fds() - before == 8 * 3 + 1
         client.close()
         for _ in range(100):
             await asyncio.sleep(0.01)

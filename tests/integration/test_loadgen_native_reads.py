@@ -27,6 +27,7 @@ _kread = pytest.importorskip("loadgen.transport._kread", reason="the C reader is
 pytestmark = [
     pytest.mark.timeout(60),
     pytest.mark.skipif(kernel_stamps.SO_TIMESTAMPNS is None, reason="no SO_TIMESTAMPNS here"),
+    pytest.mark.usefixtures("kernel_stamping_on"),
 ]
 
 TOKEN = b'data: {"id":"c","choices":[{"index":0,"text":" t"}]}\n\n'

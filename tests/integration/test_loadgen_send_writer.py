@@ -5,14 +5,20 @@ doorbell for the ones the loop must finish, and no write on a retired descriptor
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import select
 import socket
 import time
+from pathlib import Path
 
 import pytest
 
+from loadgen.config import RunConfig
+from loadgen.run.runner import run_benchmark
 from loadgen.transport.dispatch import PreciseWaker
+from tests.conftest import GOLDEN_VLLM
+from tests.loadgen_servers import golden_replay_app, serve
 
 _kread = pytest.importorskip("loadgen.transport._kread", reason="the C module is not built here")
 
@@ -140,3 +146,89 @@ async def test_the_waker_hands_unfinished_tickets_to_their_owners_in_the_loop() 
         closed.close()
         gone.close()
     assert waker.post_write(time.perf_counter_ns(), 0, b"x", print) is None  # closed: use post_at
+
+
+# A child process starts a Sender and says how its thread got the core and the slice /proc shows for
+# it (Linux prints `se.slice` in /proc/<pid>/task/<tid>/sched).
+_PRIORITY_CHILD = """
+import os, time
+from loadgen.transport import _kread
+r, w = os.pipe()
+sender = _kread.Sender(w)
+deadline = time.monotonic() + 10
+while not _kread.priority() and time.monotonic() < deadline:
+    time.sleep(0.01)
+slices = {}
+for tid in os.listdir(f"/proc/{os.getpid()}/task"):
+    for line in open(f"/proc/{os.getpid()}/task/{tid}/sched"):
+        if line.startswith("se.slice"):
+            slices[int(tid)] = int(line.split(":")[1])
+main = os.getpid()
+print(_kread.priority(), slices.get(main, -1), min((v for k, v in slices.items() if k != main), default=-1))
+sender.close()
+"""
+
+
+def _kernel_at_least(major: int, minor: int) -> bool:
+    try:
+        got = tuple(int(x) for x in os.uname().release.split("-")[0].split(".")[:2])
+    except ValueError:
+        return False
+    return got >= (major, minor)
+
+
+def _child_priority(drop_nice: bool) -> tuple[str, int, int]:
+    import shutil
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-c", _PRIORITY_CHILD]
+    if drop_nice:  # as an unprivileged user, or a container without CAP_SYS_NICE (the H200 host)
+        cmd = ["setpriv", "--inh-caps=-sys_nice", "--bounding-set=-sys_nice", *cmd]
+        if shutil.which("setpriv") is None:
+            pytest.skip("setpriv (util-linux) is not installed")
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=True).stdout.split()
+    return out[0], int(out[1]), int(out[2])
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="Linux only")
+def test_without_real_time_priority_the_writer_takes_eevdfs_shortest_slice() -> None:
+    """Refused SCHED_FIFO, the writer thread asks for a 0.1 ms slice (sched_attr.sched_runtime, no
+    privilege needed): on Linux 6.12+ a due send then preempts the event-loop thread sharing its core
+    instead of waiting out the loop's slice. The loop's own thread keeps the default slice."""
+    if os.geteuid() != 0 and not _kernel_at_least(6, 12):
+        pytest.skip("no short slices before Linux 6.12")
+    how, main_slice, writer_slice = _child_priority(drop_nice=os.geteuid() == 0)
+    if not _kernel_at_least(6, 12):
+        assert how in ("short-slice", "none")  # older kernels take the field and ignore it
+        return
+    assert how == "short-slice"
+    assert writer_slice == 100_000
+    assert main_slice != 100_000
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="real-time priority needs root or CAP_SYS_NICE")
+def test_where_permitted_the_writer_runs_at_real_time_priority() -> None:
+    how, _, _ = _child_priority(drop_nice=False)
+    assert how == "realtime"
+
+
+async def test_an_open_loop_run_records_how_its_writer_got_the_core(tmp_path: Path) -> None:
+    app = golden_replay_app(GOLDEN_VLLM / "sse_completions.txt", {"object": "list", "data": [{"id": "m"}]})
+    async with serve(app) as url:
+        config = RunConfig(
+            target="openai",
+            base_url=url,
+            endpoint="completions",
+            num_prompts=4,
+            rate=200.0,
+            metrics_port=0,
+            linger_s=0,
+            results_dir=str(tmp_path),
+            output_len="fixed:24",
+        )
+        result = await run_benchmark(config, progress=False)
+    assert result.summary["requests"]["ok"] == 4
+    manifest = json.loads((result.result_dir / "manifest.json").read_text())
+    assert manifest["client"]["send_priority"] == _kread.priority()
+    assert manifest["client"]["send_priority"] in ("realtime", "short-slice", "none")
