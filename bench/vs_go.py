@@ -36,7 +36,13 @@ from bench import client_figures as cf
 from bench.refbench import REPO, RefServer, Tools, cpu_s, locate, pin
 from loadgen.results.manifest_schema import read_manifest
 
-LOADGEN = "import sys; from loadgen.cli.main import main; sys.argv[0] = 'loadgen'; main()"
+# what the `loadgen` console script runs (loadgen.cli.console; a tree from before it: cli.main's main)
+LOADGEN = (
+    "import sys; sys.argv[0] = 'loadgen'\n"
+    "try:\n    from loadgen.cli.console import console as main\n"
+    "except ImportError:\n    from loadgen.cli.main import main\n"
+    "main()"
+)
 GO = "go"
 RATE_POINTS = (400, 800)
 STREAM_POINTS = (64, 256, 1024)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import importlib
 from typing import Any
 
@@ -27,6 +28,8 @@ COMMANDS: dict[str, str] = {
     "merge": "loadgen.cli.merge:merge",
 }
 DEFAULT_COMMAND = "run"
+# set by the console script (loadgen.cli.console), which starts with garbage collection off
+START_UP_GC_OFF = [False]
 
 
 class LazyGroup(click.Group):
@@ -42,6 +45,7 @@ class LazyGroup(click.Group):
         module_name, attr = target.split(":")
         command = getattr(importlib.import_module(module_name), attr)
         assert isinstance(command, click.Command)
+        _end_start_up()
         return command
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
@@ -49,6 +53,15 @@ class LazyGroup(click.Group):
         if args and args[0] not in COMMANDS and args[0] not in ("--help", "-h", "--version"):
             args = [DEFAULT_COMMAND, *args]
         return super().parse_args(ctx, args)
+
+
+def _end_start_up() -> None:
+    """Start-up is over (the subcommand is imported): freeze what it made out of later collections
+    and turn collection back on, where the console script turned it off."""
+    if START_UP_GC_OFF[0]:
+        START_UP_GC_OFF[0] = False
+        gc.freeze()
+        gc.enable()
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

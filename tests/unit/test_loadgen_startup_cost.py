@@ -51,13 +51,17 @@ def audit(event, args):  # every process the run starts (the `subprocess.Popen` 
         cmd = args[1]
         spawned.append([str(a) for a in cmd] if isinstance(cmd, (list, tuple)) else [str(cmd)])
 sys.addaudithook(audit)
-from loadgen.cli.main import main
-sys.argv = ["loadgen", *ARGS]
-try:
-    main()
-finally:
+import os
+real_exit = os._exit
+def report(status):  # the console script ends with os._exit (loadgen.cli.console.leave)
     off = [m for m in OFF if m in sys.modules]
     print(json.dumps({"imported": off, "to_thread": threads, "spawned": spawned}), file=sys.stderr)
+    sys.stderr.flush()
+    real_exit(status)
+os._exit = report
+from loadgen.cli.console import console
+sys.argv = ["loadgen", *ARGS]
+console()
 """
 
 
