@@ -11,8 +11,10 @@ itself, and `read_itls` gives a longer run's summary its ITLs back from the file
 from __future__ import annotations
 
 import encodings.ascii  # noqa: F401 - the codec of the first flush, loaded now, not mid-run (~0.5 ms)
+import errno
+import os
 from array import array
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -37,11 +39,54 @@ class JournalLines:
         self._fh.seek(at[0])
         return self._fh.read(at[1]).decode()
 
+    def blocks(self, records: Sequence[RequestRecord], missing: Callable[[RequestRecord], str]) -> Iterator[bytes]:
+        """The lines of `records`, in that order, as bytes: lines that lie one after another in the
+        file come in one read of up to SPAN_BYTES (a run's requests mostly finish in the order they
+        were sent, so the index-ordered requests.jsonl is mostly long stretches of the journal), and a
+        record whose line never reached the file gets `missing(record)`. The same bytes as `get`
+        line by line, without a seek, a buffered read and a decode per line. The file is opened at
+        the first line it holds (a journal that never wrote is never opened)."""
+        fd, start, end = -1, -1, -1
+        try:
+            for record in records:
+                at = self.where.get(record.index)
+                if at is not None and at[0] == end and end - start < SPAN_BYTES:
+                    end += at[1]
+                    continue
+                if start >= 0:
+                    yield _pread_exact(fd, start, end - start)
+                if at is None:
+                    start = end = -1
+                    yield missing(record).encode()
+                    continue
+                if fd < 0:
+                    fd = os.open(self.path, os.O_RDONLY)
+                start, end = at[0], at[0] + at[1]
+            if start >= 0:
+                yield _pread_exact(fd, start, end - start)
+        finally:
+            if fd >= 0:
+                os.close(fd)
+
     def close(self) -> None:
         """Close the file read from."""
         if self._fh is not None:
             self._fh.close()
             self._fh = None
+
+
+SPAN_BYTES = 1 << 20  # the most `JournalLines.blocks` reads at once
+
+
+def _pread_exact(fd: int, offset: int, size: int) -> bytes:
+    """`size` bytes of the file at `offset`; OSError when it holds fewer (it was cut short)."""
+    data = os.pread(fd, size, offset)
+    while len(data) < size:
+        more = os.pread(fd, size - len(data), offset + len(data))
+        if not more:
+            raise OSError(errno.EIO, f"journal ends before byte {offset + size}")
+        data += more
+    return data
 
 
 class Journal:

@@ -7,6 +7,7 @@ import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from itertools import repeat
 from operator import mul
 from pathlib import Path
@@ -186,6 +187,10 @@ def write_run(
     known: KnownLines = lines if lines is not None else {}
 
     def requests() -> None:
+        blocks = getattr(known, "blocks", None)  # the journal's: its lines copied in long reads
+        if blocks is not None:
+            atomic_write(run_dir / "requests.jsonl", blocks(records, partial(request_text, start_ns=start_ns)))
+            return
         atomic_write(
             run_dir / "requests.jsonl", (known.get(r.index) or request_text(r, start_ns) for r in records)
         )

@@ -140,10 +140,10 @@ def current_umask() -> int:
     return mask
 
 
-def atomic_write(path: Path, data: str | bytes | Iterable[str]) -> None:
+def atomic_write(path: Path, data: str | bytes | Iterable[str | bytes]) -> None:
     """Write to a temp file in the same directory, fsync, then rename over `path`; the file gets
     the mode a plain `open` would give it (0666 less the umask), not mkstemp's 0600. An iterable of
-    strings is written piece by piece (never held whole in memory)."""
+    strings (or bytes) is written piece by piece (never held whole in memory)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
@@ -153,7 +153,7 @@ def atomic_write(path: Path, data: str | bytes | Iterable[str]) -> None:
                 fh.write(data.encode() if isinstance(data, str) else data)
             else:
                 for piece in data:
-                    fh.write(piece.encode())
+                    fh.write(piece if isinstance(piece, bytes) else piece.encode())
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

@@ -194,3 +194,51 @@ def test_the_gaps_a_run_keeps_as_it_releases_give_the_same_summary(
     itl, missing = journaled_itls(journal, records, run.gaps)
     assert missing is None
     assert summarize(records, {}, itl)["itl_s"] == before["itl_s"]
+
+
+def test_the_final_file_copies_stretches_of_the_journal_in_long_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lines in file order come in reads of up to SPAN_BYTES, lines out of order and lines that never
+    reached the file are placed where their index says: the same bytes as line by line."""
+    from loadgen.results import journal as journal_module
+
+    records = _records(80)
+    expected = "".join(request_text(r, START) for r in records)
+    journal = Journal(tmp_path / "requests.jsonl", _release)
+    order = records[:30] + records[40:] + records[30:35]  # 35-39: never written; 30-34 come last
+    for k, record in enumerate(order):
+        journal.add(record, START)
+        if k % 9 == 0:
+            journal.flush()
+    journal.flush()
+    journal.close()
+    monkeypatch.setattr(journal_module, "SPAN_BYTES", 2_000)  # a few lines a read here
+    reads: list[int] = []
+    real_pread = journal_module.os.pread
+
+    def pread(fd: int, size: int, offset: int) -> bytes:
+        reads.append(size)
+        return real_pread(fd, size, offset)
+
+    monkeypatch.setattr(journal_module.os, "pread", pread)
+    lines = journal.lines()
+    written = write_run(tmp_path, "run", {"config": {}}, {}, records, START, lines)
+    assert "requests.jsonl" not in written.not_written
+    assert (tmp_path / "run" / "requests.jsonl").read_text() == expected
+    assert 3 < len(reads) < 75 - 10  # stretches, not a read per line
+    longest_line = max(len(request_text(r, START)) for r in records)
+    assert max(reads) < 2_000 + longest_line
+
+
+def test_a_journal_cut_short_is_said_and_not_written_over(tmp_path: Path) -> None:
+    records = _records(20)
+    (tmp_path / "run").mkdir()
+    journal = _journaled(tmp_path / "run" / "requests.jsonl", records)
+    path = tmp_path / "run" / "requests.jsonl"
+    path.write_bytes(path.read_bytes()[:-500])  # the disk lost the file's end
+    written = write_run(tmp_path, "run", {"config": {}}, {}, records, START, journal.lines())
+    assert "requests.jsonl" in written.not_written
+    assert (
+        path.stat().st_size > 0
+    )  # the journal stays as it was (the final file replaces it whole or not at all)
