@@ -53,13 +53,14 @@ def kernel_stamping_on() -> Iterator[None]:
     item: a test whose connection is the host's only stamped socket can read its first bytes before
     that runs, unstamped (`arrival_stamps` then says `mixed`). A run preconnects ahead of its first
     send; a test of one request does not."""
-    import socket
     import time
 
-    keeper = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    from loadgen.transport.kernel_stamps import hold_stamping
+
+    keeper = hold_stamping()
     try:
-        keeper.setsockopt(socket.SOL_SOCKET, getattr(socket, "SO_TIMESTAMPNS", 35), 1)
         time.sleep(0.05)  # the deferred work item runs
         yield
     finally:
-        keeper.close()
+        if keeper is not None:
+            keeper.close()

@@ -93,15 +93,20 @@ def hold_stamping() -> socket.socket | None:
     if SO_TIMESTAMPNS is None:
         return None
     try:
-        keeper = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        return _asking_stamps(socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
     except OSError:
         return None
+
+
+def _asking_stamps(sock: socket.socket) -> socket.socket | None:
+    """`sock` with SO_TIMESTAMPNS set, or None (closed) where the option is refused."""
+    assert SO_TIMESTAMPNS is not None  # the callers looked
     try:
-        keeper.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     except OSError:
-        keeper.close()
+        sock.close()
         return None
-    return keeper
+    return sock
 
 
 def native() -> bool:
@@ -202,15 +207,10 @@ class KernelReader:
         if raw is None:
             return None
         try:
-            sock = socket.socket(fileno=os.dup(raw.fileno()))
+            sock = _asking_stamps(socket.socket(fileno=os.dup(raw.fileno())))
         except OSError:
             return None
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-        except OSError:
-            sock.close()
-            return None
-        return cls(sock, loop, transport, handlers)
+        return None if sock is None else cls(sock, loop, transport, handlers)
 
     def start(self) -> None:
         """Take the reading over from the transport (call once the transport reads: uvloop starts its
