@@ -19,6 +19,7 @@ $(STAMP): pyproject.toml loadgen/transport/_kread.c loadgen/transport/_sse.c loa
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m loadgen.cli.codecache >/dev/null
 	touch $(STAMP)
 
 ## demo: run loadgen for ~30 s against the embedded simulated engine, print where results went

@@ -11,6 +11,8 @@ bookkeeping, which a run of a few thousand requests paid for in full (docs/clien
   `os._exit` after running the exit handlers and flushing stdout and stderr, the way a C program's
   exit frees nothing by hand. Where a non-daemon thread is still alive, it exits the usual way (the
   interpreter waits for the thread).
+- The methods dataclasses generate are compiled once and kept beside the bytecode cache
+  (`loadgen.cli.codecache`): 264 compilations at every start-up before, ~20-26 ms on the VM.
 """
 
 from __future__ import annotations
@@ -23,10 +25,17 @@ import sys
 import threading
 from typing import NoReturn
 
+from loadgen.cli.codecache import GeneratedCode, cache_path
+
+_CODE: list[GeneratedCode] = []  # the process's dataclass code cache, saved as it leaves
+
 
 def console() -> NoReturn:
     """Entry point of the `loadgen` console script (pyproject's [project.scripts])."""
     gc.disable()
+    code = GeneratedCode(cache_path())
+    code.install()
+    _CODE.append(code)
     from loadgen.cli import main as cli_main
 
     cli_main.START_UP_GC_OFF[0] = True
@@ -41,6 +50,8 @@ def leave(code: object) -> NoReturn:
     """End the process with `code` (a SystemExit code: None, an int, or text printed to stderr and
     status 1) without tearing the interpreter down; the usual exit where a non-daemon thread runs."""
     status = _status(code)
+    for cache in _CODE:
+        cache.save()
     others = [t for t in threading.enumerate() if t is not threading.main_thread()]
     if any(not t.daemon and t.is_alive() for t in others):
         sys.exit(status)  # (a text code is printed already)
