@@ -85,23 +85,36 @@ def _sorted_ns(values: array[int], own: bool = False) -> Sequence[int]:
 
 def describe_ns(values: array[int], own: bool = False) -> dict[str, float | int | None]:
     """`describe` of integer nanoseconds, in seconds: sum and variance in exact integers (the same
-    figures whichever way `_sorted_ns` sorts); a saturated run holds millions of ITLs this way.
-    `own`: the caller hands `values` over, and they may be sorted in place (no copy)."""
+    figures whichever way the values are ordered); a saturated run holds millions of ITLs this way.
+    `own`: the caller hands `values` over, and they may be reordered in place (no copy). Where
+    `loadgen._sortq` is built, its `describe` finds the sums, the extremes and the few ranks the
+    percentiles read without sorting everything (O(n)); else the values are sorted (`_sorted_ns`)."""
     n = len(values)
     if n == 0:
         return describe(())
-    data = _sorted_ns(values, own)
-    total = sum(values)
-    var_ns2 = (n * sum(map(mul, values, values)) - total * total) / (n * n)  # exact until the division
+    spots = [(q, (n - 1) * q / 100.0) for q in PERCENTILES]  # as `percentile` places them
+    if _sortq is not None:
+        ranks = sorted({r for _, pos in spots for r in (math.floor(pos), min(math.floor(pos) + 1, n - 1))})
+        total, squares, least, most, picked = _sortq.describe(values if own else array("q", values), ranks)
+        if squares is None:  # past 128 bits (not an ITL): Python's integers
+            squares = sum(map(mul, values, values))
+        at = dict(zip(ranks, picked, strict=True))
+    else:
+        data = _sorted_ns(values, own)
+        total, squares, least, most = sum(values), sum(map(mul, values, values)), int(data[0]), int(data[-1])
+        at = {r: int(data[r]) for _, pos in spots for r in (math.floor(pos), min(math.floor(pos) + 1, n - 1))}
+    var_ns2 = (n * squares - total * total) / (n * n)  # exact until the division
     out: dict[str, float | int | None] = {
         "count": n,
         "mean": total / n / NS,
         "std": math.sqrt(max(var_ns2, 0.0)) / NS,
-        "min": int(data[0]) / NS,
-        "max": int(data[-1]) / NS,
+        "min": least / NS,
+        "max": most / NS,
     }
-    for q in PERCENTILES:
-        out[f"p{q}"] = float(percentile(data, q)) / NS
+    for q, pos in spots:
+        lo = math.floor(pos)
+        hi = min(lo + 1, n - 1)
+        out[f"p{q}"] = float(at[lo] + (at[hi] - at[lo]) * (pos - lo)) / NS  # `percentile`'s formula
     return out
 
 
