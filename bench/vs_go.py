@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -232,6 +233,22 @@ def compiled(tree: str) -> None:
         subprocess.run([sys.executable, "-m", "loadgen.cli.codecache"], cwd=tree, env=env, **quiet)  # type: ignore[call-overload]
 
 
+def interpreter_start(core: int, runs: int = 7) -> tuple[float, float]:
+    """CPU ms (median of `runs`, pinned to `core`) of `python -c pass` and `python -S -c pass`: what
+    this interpreter costs before any loadgen code runs, and how much of it is site's hooks (.pth
+    files of the environment: a torch venv's numba-cuda hook took ~67 ms on the H200 host)."""
+
+    def median_ms(args: list[str]) -> float:
+        spent = []
+        for _ in range(runs):
+            child = subprocess.Popen(args, preexec_fn=pin([core]))  # noqa: S603 - our own interpreter
+            _, _, usage = os.wait4(child.pid, 0)
+            spent.append((usage.ru_utime + usage.ru_stime) * 1e3)
+        return statistics.median(spent)
+
+    return median_ms([sys.executable, "-c", "pass"]), median_ms([sys.executable, "-S", "-c", "pass"])
+
+
 def clients(env: dict[str, str]) -> dict[str, str]:
     """Client name -> GO or a loadgen source path (this repo, plus VSGO_BEFORE)."""
     out = {"loadgen": str(REPO)}
@@ -349,6 +366,14 @@ def main() -> None:
     print(
         f"vsgo: client on core {cores[0]}, server on core {cores[1]}, bench on {rest or 'shared'}; "
         f"{blocks} interleaved blocks, {seconds:g} s a point; clients {', '.join(names)}; {tools.server}"
+    )
+    full, bare = interpreter_start(cores[0])
+    print(
+        f"vsgo: this Python starts in {full:.1f} ms of CPU before any loadgen code ({bare:.1f} ms "
+        f"without site's hooks, -S); in the whole-process figures that is "
+        + ", ".join(
+            f"{full / (n * seconds):.3f} ms/request at {n} req/s" for kind, n in points if kind == "rate"
+        )
     )
     got = run_blocks(tools, names, blocks, seconds, cores, points)
     for ours in (n for n in names if n != "go"):

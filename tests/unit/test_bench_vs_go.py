@@ -187,3 +187,10 @@ def test_without_binaries_the_bench_says_why_and_skips(
     vs_go.main()
     out = capsys.readouterr().out
     assert out.startswith("vsgo: skipped, the Go side is not available: REFBENCH_BIN=")
+
+
+def test_the_interpreters_own_start_up_is_measured_with_and_without_site() -> None:
+    core = sorted(os.sched_getaffinity(0))[0]
+    full, bare = vs_go.interpreter_start(core, runs=3)
+    assert 0 < bare < 10_000
+    assert 0 < full < 10_000  # CPU ms of a real child each (a busy host scales both, not their sign)
