@@ -89,11 +89,12 @@ class GeneratedCode:
             entries = dict(self.used)
         tmp = f"{self.path}.{os.getpid()}.tmp"
         try:
+            data = HEADER + marshal.dumps(entries)
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
             with open(tmp, "wb") as fh:
-                fh.write(HEADER + marshal.dumps(entries))
+                fh.write(data)
             os.replace(tmp, self.path)
-        except OSError:  # a read-only install, a full disk: the next process compiles again
+        except (OSError, ValueError):  # read-only, a full disk, unmarshallable: the next one compiles
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             return False
