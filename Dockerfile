@@ -26,7 +26,10 @@ FROM ${PYTHON_IMAGE}
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
     MPLCONFIGDIR=/tmp/matplotlib
 COPY --from=wheel /wheels /wheels
+# the dataclass code cache beside the installed bytecode (loadgen.cli.codecache): the image writes no
+# bytecode at run time and runs as a user who could not, so every run would compile it again
 RUN pip install /wheels/*.whl && rm -rf /wheels \
+    && python -m loadgen.cli.codecache \
     && groupadd --system --gid 10001 infergauge \
     && useradd --system --uid 10001 --gid 10001 --no-create-home infergauge \
     && mkdir -p /work/results && chown -R 10001:10001 /work

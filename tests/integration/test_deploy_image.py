@@ -245,3 +245,21 @@ def test_the_context_is_the_one_docker_py_sends() -> None:
     assert ours == out.split()
     assert "build_hooks.py" in ours
     assert "infergauge/__init__.py" in ours
+
+
+def test_the_image_keeps_the_dataclass_code_of_the_installed_wheel(
+    installed: Installed, tmp_path: Path
+) -> None:
+    runtime = DOCKERFILE.read_text().rsplit("FROM ${PYTHON_IMAGE}", 1)[1]
+    install = runtime.index("pip install /wheels/*.whl")
+    assert runtime.index("python -m loadgen.cli.codecache") > install  # after the wheel, as root
+    env = {"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1", "MPLCONFIGDIR": str(tmp_path)}
+    done = subprocess.run(
+        [str(installed.python), "-m", "loadgen.cli.codecache"],
+        capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (written,) = installed.prefix.rglob("loadgen/cli/__pycache__/codecache.*.dataclasses")
+    from loadgen.cli.codecache import GeneratedCode
+
+    assert len(GeneratedCode(str(written)).known) >= 100  # the run path's generated methods
