@@ -57,30 +57,38 @@ static void heapsort_range(int64_t *a, Py_ssize_t lo, Py_ssize_t hi) {
     }
 }
 
+/* Hoare partition of [lo, hi] around the median of three: on return [lo, *j] <= pivot <= [*i, hi]
+   and (*j, *i) == pivot; equal values split both ways (no quadratic case on repeats) */
+static void partition(int64_t *a, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t *i_out, Py_ssize_t *j_out) {
+    Py_ssize_t mid = lo + (hi - lo) / 2;
+    if (a[mid] < a[lo]) { int64_t t = a[mid]; a[mid] = a[lo]; a[lo] = t; }
+    if (a[hi] < a[lo]) { int64_t t = a[hi]; a[hi] = a[lo]; a[lo] = t; }
+    if (a[hi] < a[mid]) { int64_t t = a[hi]; a[hi] = a[mid]; a[mid] = t; }
+    int64_t pivot = a[mid];
+    Py_ssize_t i = lo, j = hi;
+    while (i <= j) {
+        while (a[i] < pivot) i++;
+        while (a[j] > pivot) j--;
+        if (i <= j) {
+            int64_t t = a[i];
+            a[i] = a[j];
+            a[j] = t;
+            i++;
+            j--;
+        }
+    }
+    *i_out = i;
+    *j_out = j;
+}
+
 static void introsort(int64_t *a, Py_ssize_t lo, Py_ssize_t hi, int depth) {
     while (hi - lo > 16) {
         if (depth-- == 0) {
             heapsort_range(a, lo, hi);
             return;
         }
-        Py_ssize_t mid = lo + (hi - lo) / 2;
-        /* median of three to a[mid] */
-        if (a[mid] < a[lo]) { int64_t t = a[mid]; a[mid] = a[lo]; a[lo] = t; }
-        if (a[hi] < a[lo]) { int64_t t = a[hi]; a[hi] = a[lo]; a[lo] = t; }
-        if (a[hi] < a[mid]) { int64_t t = a[hi]; a[hi] = a[mid]; a[mid] = t; }
-        int64_t pivot = a[mid];
-        Py_ssize_t i = lo, j = hi;
-        while (i <= j) {  /* Hoare partition: equal values split both ways (no quadratic case on repeats) */
-            while (a[i] < pivot) i++;
-            while (a[j] > pivot) j--;
-            if (i <= j) {
-                int64_t t = a[i];
-                a[i] = a[j];
-                a[j] = t;
-                i++;
-                j--;
-            }
-        }
+        Py_ssize_t i, j;
+        partition(a, lo, hi, &i, &j);
         /* the smaller side recursively, the larger one in this loop: O(log n) stack */
         if (j - lo < hi - i) {
             introsort(a, lo, j, depth);
@@ -121,27 +129,11 @@ static void introselect(int64_t *a, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t k, 
             introsort(a, lo, hi, 0);  /* depth 0: heapsort, O(n log n) on this range */
             return;
         }
-        Py_ssize_t mid = lo + (hi - lo) / 2;
-        if (a[mid] < a[lo]) { int64_t t = a[mid]; a[mid] = a[lo]; a[lo] = t; }
-        if (a[hi] < a[lo]) { int64_t t = a[hi]; a[hi] = a[lo]; a[lo] = t; }
-        if (a[hi] < a[mid]) { int64_t t = a[hi]; a[hi] = a[mid]; a[mid] = t; }
-        int64_t pivot = a[mid];
-        Py_ssize_t i = lo, j = hi;
-        while (i <= j) {
-            while (a[i] < pivot) i++;
-            while (a[j] > pivot) j--;
-            if (i <= j) {
-                int64_t t = a[i];
-                a[i] = a[j];
-                a[j] = t;
-                i++;
-                j--;
-            }
-        }
-        /* [lo, j] <= pivot <= [i, hi], and (j, i) == pivot */
+        Py_ssize_t i, j;
+        partition(a, lo, hi, &i, &j);
         if (k <= j) hi = j;
         else if (k >= i) lo = i;
-        else return;
+        else return;  /* between the two sides: a[k] is the pivot */
     }
     insertion(a, lo, hi);
 }

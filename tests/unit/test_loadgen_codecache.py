@@ -59,27 +59,30 @@ def _check(point: type, box: type) -> None:
         box("a", [], 1)  # `seen` is no init parameter
 
 
+def _through(code: GeneratedCode, check: bool) -> None:
+    """Make the test's classes with `code` installed (and check them), then uninstall it."""
+    code.install()
+    try:
+        classes = _make_classes()
+        if check:
+            _check(*classes)
+    finally:
+        code.uninstall()
+
+
 def test_classes_come_out_the_same_and_a_second_process_compiles_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(sys, "dont_write_bytecode", False)
     path = str(tmp_path / "cache.dataclasses")
     first = GeneratedCode(path)
-    first.install()
-    try:
-        _check(*_make_classes())
-    finally:
-        first.uninstall()
+    _through(first, check=True)
     assert first.compiled >= 8  # init, repr, eq, setattr, delattr, hash; init, repr, eq
     assert not hasattr(dataclasses, "exec")  # uninstalled: the builtin again
     assert first.save(), "the cache was not written"
     second = GeneratedCode(path)
     assert len(second.known) == first.compiled
-    second.install()
-    try:
-        _check(*_make_classes())
-    finally:
-        second.uninstall()
+    _through(second, check=True)
     assert second.compiled == 0
     assert len(second.used) == len(second.known)
     assert not second.save()  # nothing new: the file is left as it is
@@ -90,11 +93,7 @@ def test_no_file_is_written_where_python_writes_no_bytecode(
 ) -> None:
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
     code = GeneratedCode(str(tmp_path / "cache.dataclasses"))
-    code.install()
-    try:
-        _make_classes()
-    finally:
-        code.uninstall()
+    _through(code, check=False)
     assert code.compiled
     assert not code.save()
     assert not list(tmp_path.iterdir())
@@ -114,11 +113,7 @@ def test_an_unusable_file_is_ignored_and_rewritten(
     path.write_bytes(content)
     code = GeneratedCode(str(path))
     assert code.known == {}
-    code.install()
-    try:
-        _check(*_make_classes())
-    finally:
-        code.uninstall()
+    _through(code, check=True)
     assert code.save()
     assert len(GeneratedCode(str(path)).known) == code.compiled
 
@@ -129,11 +124,7 @@ def test_an_unwritable_place_costs_nothing_but_the_compilations(
     monkeypatch.setattr(sys, "dont_write_bytecode", False)
     (tmp_path / "a-file").write_text("")  # the cache's folder cannot be made (root or not)
     code = GeneratedCode(str(tmp_path / "a-file" / "__pycache__" / "cache.dataclasses"))
-    code.install()
-    try:
-        _check(*_make_classes())
-    finally:
-        code.uninstall()
+    _through(code, check=True)
     assert not code.save()
     assert [p.name for p in tmp_path.iterdir()] == ["a-file"]
 
@@ -141,11 +132,7 @@ def test_an_unwritable_place_costs_nothing_but_the_compilations(
 def test_a_full_disk_leaves_no_temp_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "dont_write_bytecode", False)
     code = GeneratedCode(str(tmp_path / "cache.dataclasses"))
-    code.install()
-    try:
-        _make_classes()
-    finally:
-        code.uninstall()
+    _through(code, check=False)
 
     def full(*_args: object) -> None:
         raise OSError(28, "No space left on device")
@@ -163,22 +150,14 @@ def test_old_entries_are_dropped_once_they_outgrow_the_used(
     stale = {f"# an old version's method {i}\n": compile("pass", "<string>", "exec") for i in range(200)}
     path.write_bytes(HEADER + marshal.dumps(stale))
     code = GeneratedCode(str(path))
-    code.install()
-    try:
-        _make_classes()
-    finally:
-        code.uninstall()
+    _through(code, check=False)
     assert code.save()
     kept = GeneratedCode(str(path)).known
     assert set(kept) == set(code.used)  # 200 unused > 4 x used: only the used are kept
     few = {k: v for i, (k, v) in enumerate(stale.items()) if i < 3}
     path.write_bytes(HEADER + marshal.dumps(few))
     code = GeneratedCode(str(path))
-    code.install()
-    try:
-        _make_classes()
-    finally:
-        code.uninstall()
+    _through(code, check=False)
     assert code.save()
     assert set(GeneratedCode(str(path)).known) == set(few) | set(code.used)  # a few stay
 
