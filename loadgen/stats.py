@@ -93,8 +93,8 @@ def describe_ns(values: array[int], own: bool = False) -> dict[str, float | int 
     if n == 0:
         return describe(())
     spots = [(q, (n - 1) * q / 100.0) for q in PERCENTILES]  # as `percentile` places them
+    ranks = sorted({r for _, pos in spots for r in (math.floor(pos), min(math.floor(pos) + 1, n - 1))})
     if _sortq is not None:
-        ranks = sorted({r for _, pos in spots for r in (math.floor(pos), min(math.floor(pos) + 1, n - 1))})
         total, squares, least, most, picked = _sortq.describe(values if own else array("q", values), ranks)
         if squares is None:  # past 128 bits (not an ITL): Python's integers
             squares = sum(map(mul, values, values))
@@ -102,7 +102,7 @@ def describe_ns(values: array[int], own: bool = False) -> dict[str, float | int 
     else:
         data = _sorted_ns(values, own)
         total, squares, least, most = sum(values), sum(map(mul, values, values)), int(data[0]), int(data[-1])
-        at = {r: int(data[r]) for _, pos in spots for r in (math.floor(pos), min(math.floor(pos) + 1, n - 1))}
+        at = {r: int(data[r]) for r in ranks}
     var_ns2 = (n * squares - total * total) / (n * n)  # exact until the division
     out: dict[str, float | int | None] = {
         "count": n,
