@@ -150,6 +150,8 @@ class Row:
     go: float
     ratio: float
     higher_better: bool = False
+    ratios: tuple[float, float] = (math.nan, math.nan)  # the lowest and highest per-block ratio
+    go_spread: float = math.nan  # the Go client's own highest / lowest block - 1: the host's noise
 
     def met(self) -> bool:
         """loadgen at or better than Go (ratio <= 1, or >= 1 when higher is better)."""
@@ -165,13 +167,23 @@ def median(values: Iterable[float]) -> float:
 def ratio_row(name: str, ours: Sequence[float], go: Sequence[float], higher_better: bool = False) -> Row:
     """A Row from per-block figures (same length, block i of each measured side by side)."""
     ratios = [a / b if b else math.nan for a, b in zip(ours, go, strict=True)]
-    return Row(name, median(ours), median(go), median(ratios), higher_better)
+    finite = [r for r in ratios if not math.isnan(r)] or [math.nan]
+    spread = max(go) / min(go) - 1 if go and min(go) > 0 else math.nan
+    return Row(
+        name, median(ours), median(go), median(ratios), higher_better, (min(finite), max(finite)), spread
+    )
 
 
 def format_row(row: Row) -> str:
-    """`name  loadgen  go  ratio  ✓/✗` (ratio marked met when loadgen is at or better than Go)."""
+    """`name  loadgen  go  ratio  met/not met  [blocks lo-hi, Go ±x%]` (ratio marked met when loadgen
+    is at or better than Go; the bracket shows how far the per-block ratios and Go's own figures
+    moved between blocks, so a median is read against the host's noise)."""
     mark = "met" if row.met() else "not met"
-    return f"{row.name:<44} {row.loadgen:10.3f} {row.go:10.3f} {row.ratio:7.2f}  {mark}"
+    line = f"{row.name:<44} {row.loadgen:10.3f} {row.go:10.3f} {row.ratio:7.2f}  {mark:<7}"
+    lo, hi = row.ratios
+    if not math.isnan(lo) and lo != hi:
+        line += f"  [blocks {lo:.2f}-{hi:.2f}, Go's own spread {100 * row.go_spread:.0f}%]"
+    return line
 
 
 def lag_crossing(points: Sequence[tuple[float, float]], limit_ms: float = 2.0) -> str:

@@ -80,6 +80,14 @@ def test_ratio_row_takes_the_median_of_per_block_ratios_and_knows_its_direction(
     share = cf.ratio_row("share", [97.0], [98.0], higher_better=True)
     assert not share.met()
     assert "not met" in cf.format_row(share)
+    assert "blocks" not in cf.format_row(share)  # one block: no spread to show
+
+
+def test_a_row_shows_how_far_the_blocks_moved() -> None:
+    row = cf.ratio_row("cpu", [1.1, 0.9, 1.3], [1.0, 0.9, 1.2])
+    assert row.ratios == (pytest.approx(1.0), pytest.approx(1.1))
+    assert row.go_spread == pytest.approx(1.2 / 0.9 - 1)
+    assert cf.format_row(row).endswith("[blocks 1.00-1.10, Go's own spread 33%]")
 
 
 def test_lag_crossing_names_the_first_rate_at_or_over_the_limit() -> None:
