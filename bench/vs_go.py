@@ -226,11 +226,12 @@ def compiled(tree: str) -> None:
     pays. Where the tree has the dataclass code cache (`loadgen.cli.codecache`), it is written too:
     under PYTHONDONTWRITEBYTECODE no run writes it, where a user's second run would have it."""
     packages = [str(Path(tree) / p) for p in ("loadgen", "infergauge") if (Path(tree) / p).is_dir()]
-    quiet = {"check": False, "stdout": subprocess.DEVNULL}
-    subprocess.run([sys.executable, "-m", "compileall", "-q", *packages], **quiet)  # type: ignore[call-overload]
+    compile_all = [sys.executable, "-m", "compileall", "-q", *packages]
+    subprocess.run(compile_all, check=False, stdout=subprocess.DEVNULL)
     if (Path(tree) / "loadgen" / "cli" / "codecache.py").is_file():
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([tree, os.environ.get("PYTHONPATH", "")])}
-        subprocess.run([sys.executable, "-m", "loadgen.cli.codecache"], cwd=tree, env=env, **quiet)  # type: ignore[call-overload]
+        codecache = [sys.executable, "-m", "loadgen.cli.codecache"]
+        subprocess.run(codecache, check=False, stdout=subprocess.DEVNULL, cwd=tree, env=env)
 
 
 def interpreter_start(core: int, runs: int = 7) -> tuple[float, float]:

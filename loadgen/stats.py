@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import repeat
 from operator import mul, sub, truediv
 from typing import Any
@@ -40,10 +40,21 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
     """q-th percentile (0-100) of already sorted values, linear interpolation (numpy 'linear')."""
     if len(sorted_values) == 0:  # not `not`: numpy arrays (describe_ns) have no truth value
         raise ValueError("percentile of no values")
-    pos = (len(sorted_values) - 1) * q / 100.0
+    return _interpolate(sorted_values, len(sorted_values), q)
+
+
+def _spot(n: int, q: float) -> tuple[int, int, float]:
+    """Where the q-th percentile of n sorted values falls: the ranks below and above, and how far
+    between them."""
+    pos = (n - 1) * q / 100.0
     lo = math.floor(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+    return lo, min(lo + 1, n - 1), pos - lo
+
+
+def _interpolate(at: Sequence[float] | Mapping[int, int], n: int, q: float) -> float:
+    """The q-th percentile of n sorted values from those at its two ranks (`at[rank]`)."""
+    lo, hi, frac = _spot(n, q)
+    return at[lo] + (at[hi] - at[lo]) * frac
 
 
 def describe(values: Iterable[float]) -> dict[str, float | int | None]:
@@ -92,8 +103,7 @@ def describe_ns(values: array[int], own: bool = False) -> dict[str, float | int 
     n = len(values)
     if n == 0:
         return describe(())
-    spots = [(q, (n - 1) * q / 100.0) for q in PERCENTILES]  # as `percentile` places them
-    ranks = sorted({r for _, pos in spots for r in (math.floor(pos), min(math.floor(pos) + 1, n - 1))})
+    ranks = sorted({r for q in PERCENTILES for r in _spot(n, q)[:2]})  # the values the percentiles read
     if _sortq is not None:
         total, squares, least, most, picked = _sortq.describe(values if own else array("q", values), ranks)
         if squares is None:  # past 128 bits (not an ITL): Python's integers
@@ -111,10 +121,8 @@ def describe_ns(values: array[int], own: bool = False) -> dict[str, float | int 
         "min": least / NS,
         "max": most / NS,
     }
-    for q, pos in spots:
-        lo = math.floor(pos)
-        hi = min(lo + 1, n - 1)
-        out[f"p{q}"] = float(at[lo] + (at[hi] - at[lo]) * (pos - lo)) / NS  # `percentile`'s formula
+    for q in PERCENTILES:
+        out[f"p{q}"] = float(_interpolate(at, n, q)) / NS
     return out
 
 

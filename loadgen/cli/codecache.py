@@ -78,11 +78,11 @@ class GeneratedCode:
         self.used[source] = code
         builtins.exec(code, globals_, locals_)
 
-    def save(self) -> bool:
+    def save(self, force: bool = False) -> bool:
         """Write the cache when this process compiled something new (True when written): what the
         file held and what was used, or only what was used once the rest outgrows it (old versions'
-        methods do not pile up)."""
-        if self.compiled == self.saved or self.path is None or sys.dont_write_bytecode:
+        methods do not pile up). Not where Python writes no bytecode, unless `force`d."""
+        if self.compiled == self.saved or self.path is None or (sys.dont_write_bytecode and not force):
             return False
         entries = {**self.known, **self.used}
         if len(entries) > KEEP_FACTOR * max(len(self.used), 1):
@@ -137,12 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     if code.path is None:
         print("codecache: this interpreter keeps no bytecode cache; nothing written", file=sys.stderr)
         return 1
-    flag, sys.dont_write_bytecode = sys.dont_write_bytecode, False
-    try:
-        written = code.save() or not code.compiled
-    finally:
-        sys.dont_write_bytecode = flag
-    if not written:
+    if not code.save(force=True) and code.compiled:
         print(f"codecache: could not write {code.path}", file=sys.stderr)
         return 1
     print(f"codecache: {len(code.used)} generated methods ({code.compiled} compiled now) in {code.path}")
