@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
+from loadgen.transport.sse import _sse
+
 PIECE_OVERHEAD = 200  # bytes of Python objects per stamped read beyond its payload: tuple, int, bytes header
 MB = 1e6
 _DATA = itemgetter(1)
@@ -33,9 +35,15 @@ class Bound:
 
 
 def held_bytes(reads: list[tuple[int, bytes]] | None) -> int:
-    """Memory held by a request's raw reads: payload bytes + PIECE_OVERHEAD per piece (an estimate)."""
+    """Memory held by a request's raw reads: payload bytes + PIECE_OVERHEAD per piece (an estimate).
+    In C where `_sse` is built: the reads' memory asked for at once, not waited for read by read
+    (13 -> ~2 µs a 32-read stream in a run on the VM: the reads are not in cache by then)."""
     if not reads:
         return 0
+    if _sse is not None:
+        size: int | None = _sse.held(reads, PIECE_OVERHEAD)
+        if size is not None:
+            return size
     return sum(map(len, map(_DATA, reads))) + PIECE_OVERHEAD * len(reads)  # map: no frame per read
 
 

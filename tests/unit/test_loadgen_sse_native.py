@@ -3,11 +3,14 @@ answers, the parse is the Python parse's; where the Python parse declines or rai
 
 from __future__ import annotations
 
+import dataclasses
 import random
+from array import array
 
 import pytest
 
-from loadgen.transport import sse
+from loadgen.records import RequestRecord
+from loadgen.transport import finish, sse
 from loadgen.transport.chunked import ChunkedBody, Reads
 from tests.conftest import GOLDEN_SSE_STREAMS
 from tests.loadgen_servers import golden_body
@@ -153,3 +156,136 @@ def test_reads_it_does_not_take_are_declined() -> None:
     assert _sse.marked([(1, TOKEN), (2, TOKEN)], marks) is None  # marks and reads disagree
     with pytest.raises(TypeError):
         _sse.marked((1, TOKEN), marks)
+
+
+# finish(record): finish.finalize of the usual record in C, against finalize in Python
+
+USAGE_MORE = (
+    b'data: {"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":%d,'
+    b'"prompt_tokens_details":{"cached_tokens":4}}}\n\n'
+)
+ODD_USAGE = [
+    b'data: {"choices":[],"usage":{"prompt_tokens":"9","completion_tokens":3}}\n\n',  # int("9")
+    b'data: {"choices":[],"usage":{"completion_tokens":3.0}}\n\n',
+    b'data: {"choices":[],"usage":{"prompt_tokens_details":{"cached_tokens":true}}}\n\n',
+    b'data: {"choices":[],"usage":{"prompt_tokens_details":[1]}}\n\n',
+    b'data: {"choices":[],"usage":[1]}\n\n',
+    b'data: {"choices":"abc"}\n\n',
+    b'data: {"choices":[1]}\n\n',
+    b'data: {"choices":[],"error":"overloaded"}\n\n',
+    b'data: {"choices":[],"usage":{"completion_tokens":12345678901234567890123}}\n\n',
+]
+
+
+def _record(reads: Reads, status: int | None = 200, **fields: object) -> RequestRecord:
+    r = RequestRecord(3, "x", False, 0, 1, 1, sent_ns=1, done_ns=10**10, http_status=status, raw=reads)
+    for name, value in fields.items():
+        setattr(r, name, value)
+    return r
+
+
+def _copy(reads: Reads) -> Reads:
+    out = Reads()
+    out.extend(reads)
+    out.marks += reads.marks
+    return out
+
+
+def _same_finish(reads: Reads, **fields: object) -> bool:
+    """finish in C against finalize in Python on one record; True when C took it. Where C declines,
+    the record is as it was."""
+    native, python = _record(_copy(reads), **fields), _record(_copy(reads), **fields)
+    before = {f.name: getattr(native, f.name) for f in dataclasses.fields(RequestRecord)}
+    took = _sse.finish(native)
+    if not took:
+        assert {f.name: getattr(native, f.name) for f in dataclasses.fields(RequestRecord)} == before
+        return False
+    try:
+        finish._native_finish, saved = None, finish._native_finish
+        finish.finalize(python)
+    finally:
+        finish._native_finish = saved
+    for f in dataclasses.fields(RequestRecord):
+        a, b = getattr(native, f.name), getattr(python, f.name)
+        assert (a, type(a)) == (b, type(b)), (f.name, list(reads))
+    return True
+
+
+def test_random_records_finish_as_in_python() -> None:
+    rng = random.Random(11)
+    took = 0
+    for _ in range(10_000):
+        reads = _random_stream(rng)
+        if rng.random() < 0.3:  # the usage event of another shape, or one this parse leaves to Python
+            tail = USAGE_MORE % rng.randint(0, 9) if rng.random() < 0.5 else rng.choice(ODD_USAGE)
+            reads.append((10**9 + 1, tail))
+            reads.marks.append(0)
+        took += _same_finish(reads)
+    assert took > 2_000
+
+
+@pytest.mark.parametrize("path", GOLDEN_SSE_STREAMS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_golden_records_finish_as_in_python(path) -> None:  # type: ignore[no-untyped-def]
+    body, _ = golden_body(path)
+    events = [e + b"\n\n" for e in body.split(b"\n\n") if e.strip()]
+    reads, chunked = Reads(), None
+    chunked = ChunkedBody(reads)
+    for t, event in enumerate(events):
+        assert chunked.feed(t, b"%x\r\n%s\r\n" % (len(event), event)) is None
+    _same_finish(reads)
+
+
+def test_the_usual_record_is_finished_in_c() -> None:
+    reads = _reads(
+        [TOKEN % i for i in range(31)] + [TOKEN % 31 + USAGE_MORE % 32 + b"data: [DONE]\n\n"],
+        [True] * 31 + [False],
+        list(range(100, 132)),
+    )
+    assert _same_finish(reads)
+    r = _record(reads)
+    assert _sse.finish(r)
+    assert (r.outcome, r.error, r.raw) == ("ok", None, None)
+    assert (r.first_ns, r.last_ns, list(r.token_ns), type(r.token_ns)) == (
+        100,
+        131,
+        list(range(100, 132)),
+        array,
+    )
+    assert (r.prompt_tokens, r.cached_tokens, r.output_tokens, r.token_count) == (9, 4, 32, "usage")
+    cut = _reads([TOKEN % 0, TOKEN % 1], [True, True], [5, 6])  # no [DONE]: as finalize words it
+    assert _same_finish(cut)
+    r = _record(cut)
+    assert _sse.finish(r)
+    assert (r.outcome, r.error, r.output_tokens, r.token_count) == (
+        "protocol_error",
+        "stream ended before data: [DONE]",
+        2,
+        "estimated",
+    )
+
+
+def test_records_finish_leaves_to_python() -> None:
+    reads = _reads([TOKEN % 0, b"data: [DONE]\n\n"], [True, False], [1, 2])
+    assert _same_finish(reads)
+    for fields in (
+        {"status": 500},  # an error status: its body is not a stream
+        {"status": None},
+        {"outcome": "timeout"},
+        {"fallback": ("disconnect", "cut")},  # a stream cut short
+    ):
+        assert not _same_finish(reads, **fields)
+    plain = _record(list(reads))  # reads without marks
+    assert not _sse.finish(plain)
+    assert plain.raw == list(reads)
+    with pytest.raises(AttributeError):
+        _sse.finish(object())
+
+
+def test_held_is_the_python_sum() -> None:
+    rng = random.Random(3)
+    for _ in range(200):
+        reads = [(rng.randrange(10**9), bytes(rng.randrange(300))) for _ in range(rng.randrange(1, 50))]
+        assert _sse.held(reads, 200) == sum(len(d) for _, d in reads) + 200 * len(reads)
+    assert _sse.held([(1, "text")], 200) is None  # not bytes: the Python sum
+    assert _sse.held([[1, b"x"]], 200) is None
+    assert _sse.held([], 200) == 0
