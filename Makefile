@@ -16,7 +16,7 @@ venv: $(STAMP)
 
 # the C sources too: an editable install builds the extensions once, so an edit needs a reinstall
 $(STAMP): pyproject.toml loadgen/transport/_kread.c loadgen/transport/_sse.c loadgen/_sortq.c \
-		loadgen/results/_line.c
+		loadgen/_json.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'

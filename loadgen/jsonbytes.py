@@ -12,9 +12,17 @@ another type), is encoded by json, as before; the fingerprint of what was sent s
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import orjson
+
+try:  # `_same` in C (loadgen/_json.c): one call instead of one a value; LOADGEN_NATIVE=0 checks in Python
+    from loadgen import _json  # type: ignore[attr-defined]
+except ImportError:  # not built: the same answers, in Python
+    _json = None
+if os.environ.get("LOADGEN_NATIVE", "1") == "0":
+    _json = None
 
 _COMPACT = json.JSONEncoder(separators=(",", ":")).encode
 _SORTED = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
@@ -36,9 +44,12 @@ def _same(obj: Any) -> bool:
     return False
 
 
+_SAME = _same if _json is None else _json.same
+
+
 def _orjson(obj: Any, option: int) -> bytes | None:
     """orjson's bytes of `obj` when they are json's, else None."""
-    if not _same(obj):
+    if not _SAME(obj):
         return None
     try:
         data = orjson.dumps(obj, option=option)

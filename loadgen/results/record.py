@@ -28,10 +28,10 @@ from loadgen.results.summary import iso
 from loadgen.stats import NS, e2e_s, itls_s, tpot_s, ttft_s
 from loadgen.targets import get_target
 
-try:  # the line of a finished request in C (loadgen/results/_line.c); LOADGEN_NATIVE=0 encodes in Python
-    from loadgen.results import _line  # type: ignore[attr-defined]
+try:  # the line of a finished request in C (loadgen/_json.c); LOADGEN_NATIVE=0 encodes in Python
+    from loadgen import _json  # type: ignore[attr-defined]
 except ImportError:  # not built: orjson encodes each line, with the same bytes
-    _line = None
+    _json = None
 
 
 @dataclass(frozen=True)
@@ -176,8 +176,8 @@ def line_itls_ns(line: bytes) -> list[int]:
 def request_text(r: RequestRecord, start_ns: int) -> str:
     """One requests.jsonl line, newline included: `request_line` as `line_text` encodes it, by the C
     module where it is built and takes the record (1.7 against 6.7 µs a 32-token line on the VM)."""
-    if _line is not None:
-        text: str | None = _line.line(r, start_ns)
+    if _json is not None:
+        text: str | None = _json.line(r, start_ns)
         if text is not None:
             return text
     return line_text(request_line(r, start_ns))
@@ -231,13 +231,13 @@ def _probes() -> list[RequestRecord]:
 def _checked() -> None:
     """Leave the C encoder out (with LOADGEN_NATIVE=0, or) when it does not write the probe lines byte
     for byte as orjson does here: another orjson release may lay out floats differently."""
-    global _line
-    if _line is None:
+    global _json
+    if _json is None:
         return
     if os.environ.get("LOADGEN_NATIVE", "1") == "0" or any(
-        _line.line(r, 1_000) != line_text(request_line(r, 1_000)) for r in _probes()
+        _json.line(r, 1_000) != line_text(request_line(r, 1_000)) for r in _probes()
     ):
-        _line = None
+        _json = None
 
 
 _checked()

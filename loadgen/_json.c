@@ -1,4 +1,7 @@
-/* One requests.jsonl line of a finished request, in C (loadgen.results.record.request_text).
+/* JSON on the per-request path, in C: a finished request's requests.jsonl line (`line`) and whether
+orjson writes a value as json does (`same`, loadgen.jsonbytes._same).
+
+One requests.jsonl line of a finished request (loadgen.results.record.request_text):
 
 `line(record, start_ns)` returns the line `record.request_text` writes, newline included, as a str:
 the same fields in the same order (`record.request_line`), encoded as orjson encodes them (compact,
@@ -410,15 +413,46 @@ done:
     return result;
 }
 
+/* jsonbytes._same: whether orjson writes obj as json does, given ASCII output without DEL. 1, 0, or -1
+   (an error: a nesting too deep, RecursionError as in Python). */
+static int same_value(PyObject *obj) {
+    PyTypeObject *kind = Py_TYPE(obj);
+    if (kind == &PyLong_Type || kind == &PyUnicode_Type || kind == &PyBool_Type || obj == Py_None) return 1;
+    if (kind == &PyFloat_Type) {  /* json writes an exponent outside [1e-4, 1e16); NaN and inf fail both */
+        double x = PyFloat_AS_DOUBLE(obj);
+        return x == 0.0 || (fabs(x) >= 1e-4 && fabs(x) < 1e16);
+    }
+    if (kind != &PyDict_Type && kind != &PyList_Type) return 0;
+    if (Py_EnterRecursiveCall(" in jsonbytes.same")) return -1;
+    int got = 1;
+    if (kind == &PyList_Type) {
+        for (Py_ssize_t i = 0; got == 1 && i < PyList_GET_SIZE(obj); i++) got = same_value(PyList_GET_ITEM(obj, i));
+    } else {
+        Py_ssize_t pos = 0;
+        PyObject *key, *value;
+        while (got == 1 && PyDict_Next(obj, &pos, &key, &value)) got = same_value(value);
+    }
+    Py_LeaveRecursiveCall();
+    return got;
+}
+
+static PyObject *same(PyObject *self, PyObject *obj) {
+    (void)self;
+    int got = same_value(obj);
+    if (got < 0) return NULL;
+    return PyBool_FromLong(got);
+}
+
 static PyMethodDef methods[] = {
+    {"same", same, METH_O, "same(obj) -> bool: jsonbytes._same (orjson writes obj as json does, ASCII given)"},
     {"line", (PyCFunction)(void (*)(void))line, METH_FASTCALL,
      "line(record, start_ns) -> str | None: the record's requests.jsonl line, or None when it is not taken."},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_line", NULL, -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_json", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit__line(void) {
+PyMODINIT_FUNC PyInit__json(void) {
     for (int i = 0; i < A_COUNT; i++) {
         if (names[i] == NULL && (names[i] = PyUnicode_InternFromString(NAMES[i])) == NULL) return NULL;
     }

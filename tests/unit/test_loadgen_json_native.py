@@ -1,4 +1,4 @@
-"""A finished request's requests.jsonl line in C (`loadgen.results._line.line`) against the Python
+"""A finished request's requests.jsonl line in C (`loadgen._json.line`) against the Python
 encoder (`line_text(request_line(...))`, orjson): where C answers, the same bytes; where a record holds
 something C does not take, C declines and `request_text` writes the Python line."""
 
@@ -18,7 +18,7 @@ from loadgen.records import RequestRecord
 from loadgen.results import record
 from loadgen.results.rundir import line_text
 
-_line = pytest.importorskip("loadgen.results._line", reason="the C line encoder is not built here")
+_json = pytest.importorskip("loadgen._json", reason="the C line encoder is not built here")
 
 
 def _python(r: RequestRecord, start_ns: int) -> str:
@@ -73,7 +73,7 @@ def test_random_records_encode_as_orjson_does() -> None:
     rng = random.Random(23)
     for _ in range(5_000):
         r, start = _record(rng)
-        got = _line.line(r, start)
+        got = _json.line(r, start)
         assert got == _python(r, start), (r, start)
         assert orjson.loads(got) == record.request_line(r, start)  # and reads back as the same values
 
@@ -84,7 +84,7 @@ def test_float_layouts_at_each_edge() -> None:
         for n in (10**k - 1, 10**k, 10**k + 1, 3 * 10**k, -(10**k)):
             r = RequestRecord(1, "x", False, 0, 1, 1, sent_ns=max(n, 0), token_ns=[0, abs(n)])
             for start in (0, n):
-                assert _line.line(r, start) == _python(r, start), (n, start)
+                assert _json.line(r, start) == _python(r, start), (n, start)
 
 
 def test_tpot_is_any_float() -> None:
@@ -102,7 +102,7 @@ def test_tpot_is_any_float() -> None:
             last_ns=first + rng.randrange(10**12),
             output_tokens=rng.randrange(2, 10**6),
         )
-        assert _line.line(r, 0) == _python(r, 0)
+        assert _json.line(r, 0) == _python(r, 0)
 
 
 @pytest.mark.parametrize(
@@ -125,7 +125,7 @@ def test_what_c_does_not_take_is_encoded_in_python(change: dict[str, Any]) -> No
     r = RequestRecord(4, "x", False, 0, 1, 1, sent_ns=10, first_ns=20, last_ns=30, token_ns=[20, 30])
     for name, value in change.items():
         setattr(r, name, value)
-    assert _line.line(r, 0) is None
+    assert _json.line(r, 0) is None
     try:
         expected = _python(r, 0)
     except TypeError:  # the Python encoder's own failure (a float in a list of ints): the same error
@@ -141,16 +141,57 @@ def test_an_encoder_that_disagrees_with_orjson_here_is_left_out(monkeypatch: pyt
         def line(r: RequestRecord, start_ns: int) -> str:
             return _python(r, start_ns).replace("e-6", "e-06")
 
-    monkeypatch.setattr(record, "_line", Other)
+    monkeypatch.setattr(record, "_json", Other)
     record._checked()
-    assert record._line is None
-    monkeypatch.setattr(record, "_line", _line)
+    assert record._json is None
+    monkeypatch.setattr(record, "_json", _json)
     record._checked()
-    assert record._line is _line  # this build's agrees
+    assert record._json is _json  # this build's agrees
 
 
 def test_loadgen_native_0_encodes_in_python() -> None:
-    code = "from loadgen.results import record; print(record._line is None)"
+    code = "from loadgen.results import record; print(record._json is None)"
     env = {**os.environ, "LOADGEN_NATIVE": "0"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"
+
+
+# same(obj): jsonbytes._same in C
+
+
+class _Int(int):
+    pass
+
+
+def _value(rng: random.Random, depth: int = 0) -> Any:
+    kinds = ["int", "str", "bool", "none", "float", "other"] + (["list", "dict"] * 2 if depth < 4 else [])
+    kind = rng.choice(kinds)
+    if kind == "list":
+        return [_value(rng, depth + 1) for _ in range(rng.randrange(0, 5))]
+    if kind == "dict":
+        return {rng.choice(["a", "b", 1, None]): _value(rng, depth + 1) for _ in range(rng.randrange(0, 5))}
+    if kind == "float":
+        return rng.choice(
+            [0.0, -0.0, 1e-4, 9.99e-5, 1e16, 9.9e15, -1e16, 0.5, float("nan"), float("inf"), -1e-5]
+        )
+    if kind == "other":
+        return rng.choice([(1, 2), b"x", _Int(3), {1, 2}, 1j])
+    return {"int": rng.randrange(-(2**70), 2**70), "str": "s\x7f", "bool": True, "none": None}[kind]
+
+
+def test_same_answers_as_python() -> None:
+    from loadgen import jsonbytes
+
+    rng = random.Random(17)
+    answers = set()
+    for _ in range(20_000):
+        value = _value(rng)
+        answer = _json.same(value)
+        assert answer is jsonbytes._same(value), value
+        answers.add(answer)
+    assert answers == {True, False}
+    deep: list[Any] = []
+    for _ in range(100_000):
+        deep = [deep]
+    with pytest.raises(RecursionError):
+        _json.same(deep)
