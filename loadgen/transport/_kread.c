@@ -774,7 +774,91 @@ static PyObject *priority(PyObject *module, PyObject *unused) {
     return PyUnicode_FromString(PRIORITY_NAMES[__atomic_load_n(&sender_priority, __ATOMIC_ACQUIRE)]);
 }
 
+/* rawhttp._Conn._head's parse of a whole response head, for the usual head: `head(buf)` with buf the
+   bytes read so far returns (status, HTTP/1.0 or not, fields, the body bytes after the head), fields the
+   `connection`, `transfer-encoding` and `content-length` header values the head's dict comprehension keeps
+   (the key and value stripped of str.strip's ASCII whitespace and lowercased; the last of a repeated
+   name). None for anything else (no blank line yet, a byte past ASCII, a status line _head rejects or
+   that int() might read otherwise): _head then parses in Python, as before. */
+static int head_space(unsigned char c) { return c == ' ' || (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x1f); }
+
+static PyObject *head_field(const char *p, Py_ssize_t n) {
+    char low[64];
+    if (n > (Py_ssize_t)sizeof low) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) low[i] = (char)((p[i] >= 'A' && p[i] <= 'Z') ? p[i] + 32 : p[i]);
+    static const char *const names[] = {"connection", "transfer-encoding", "content-length"};
+    for (int k = 0; k < 3; k++)
+        if ((Py_ssize_t)strlen(names[k]) == n && memcmp(low, names[k], (size_t)n) == 0) return PyUnicode_FromString(names[k]);
+    return NULL;
+}
+
+static PyObject *head(PyObject *module, PyObject *arg) {
+    (void)module;
+    if (!PyBytes_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "head(bytes)");
+        return NULL;
+    }
+    const char *p = PyBytes_AS_STRING(arg);
+    Py_ssize_t n = PyBytes_GET_SIZE(arg);
+    const char *blank = memmem(p, (size_t)n, "\r\n\r\n", 4);
+    if (blank == NULL) Py_RETURN_NONE;
+    Py_ssize_t cut = blank - p;
+    for (Py_ssize_t i = 0; i < cut; i++)
+        if ((unsigned char)p[i] >= 0x80) Py_RETURN_NONE;
+    const char *eol = memmem(p, (size_t)cut, "\r\n", 2);
+    Py_ssize_t line_end = eol == NULL ? cut : eol - p;
+    const char *sp1 = memchr(p, ' ', (size_t)line_end);
+    if (sp1 == NULL || sp1 - p < 7 || memcmp(p, "HTTP/1.", 7) != 0) Py_RETURN_NONE;
+    const char *code = sp1 + 1, *line = p + line_end;
+    const char *sp2 = memchr(code, ' ', (size_t)(line - code));
+    const char *code_end = sp2 == NULL ? line : sp2;
+    if (code_end == code || code_end - code > 9) Py_RETURN_NONE;
+    long status = 0;
+    for (const char *c = code; c < code_end; c++) {
+        if (*c < '0' || *c > '9') Py_RETURN_NONE;
+        status = status * 10 + (*c - '0');
+    }
+    int http10 = sp1 - p == 8 && memcmp(p, "HTTP/1.0", 8) == 0;
+    PyObject *fields = PyDict_New();
+    if (fields == NULL) return NULL;
+    Py_ssize_t pos = line_end + 2;
+    while (pos <= cut && line_end < cut) {
+        const char *start = p + pos;
+        const char *next = memmem(start, (size_t)(cut - pos), "\r\n", 2);
+        Py_ssize_t len = next == NULL ? cut - pos : next - start;
+        const char *colon = memchr(start, ':', (size_t)len);
+        const char *k = start, *k_end = colon == NULL ? start + len : colon;
+        while (k < k_end && head_space((unsigned char)*k)) k++;
+        while (k_end > k && head_space((unsigned char)k_end[-1])) k_end--;
+        PyObject *key = head_field(k, k_end - k);
+        if (key != NULL) {
+            const char *v = colon == NULL ? start + len : colon + 1, *v_end = start + len;
+            while (v < v_end && head_space((unsigned char)*v)) v++;
+            while (v_end > v && head_space((unsigned char)v_end[-1])) v_end--;
+            PyObject *value = PyUnicode_New(v_end - v, 127);
+            if (value != NULL) {
+                char *o = (char *)PyUnicode_1BYTE_DATA(value);
+                for (const char *c = v; c < v_end; c++) *o++ = (char)((*c >= 'A' && *c <= 'Z') ? *c + 32 : *c);
+            }
+            int failed = value == NULL || PyDict_SetItem(fields, key, value) < 0;
+            Py_DECREF(key);
+            Py_XDECREF(value);
+            if (failed) {
+                Py_DECREF(fields);
+                return NULL;
+            }
+        } else if (PyErr_Occurred()) {
+            Py_DECREF(fields);
+            return NULL;
+        }
+        if (next == NULL) break;
+        pos += len + 2;
+    }
+    return Py_BuildValue("(lON" "y#)", status, http10 ? Py_True : Py_False, fields, blank + 4, n - cut - 4);
+}
+
 static PyMethodDef module_methods[] = {
+    {"head", head, METH_O, "head(buf): (status, http/1.0, fields, body) of a whole usual response head, or None"},
     {"priority", priority, METH_NOARGS,
      "how the last Sender's thread got the core: 'realtime', 'short-slice', 'none' ('' before one ran)"},
     {"set_token", set_token, METH_O, "set_token(marker): what marks a read as one compact token event"},

@@ -39,6 +39,7 @@ from loadgen.transport.sse import COMPACT_TOKEN
 
 Sender: Any = None  # the C send-time writer and its tickets (dispatch.PreciseWaker.post_write)
 Ticket: Any = None
+parse_head: Any = None  # the C parse of a usual response head (rawhttp._Conn._head); None: in Python
 # a ticket's states that need the loop (rawhttp._Conn.attend): not written whole, failed, dropped
 TICKET_PARTIAL = TICKET_FAILED = TICKET_DROPPED = -1
 try:
@@ -48,6 +49,8 @@ except ImportError:  # not built (no compiler at install, another platform): the
 else:
     _kread.set_token(COMPACT_TOKEN)
     Sender, Ticket = _kread.Sender, _kread.Ticket
+    if os.environ.get("LOADGEN_NATIVE", "1") != "0":
+        parse_head = _kread.head
     TICKET_PARTIAL, TICKET_FAILED, TICKET_DROPPED = (
         _kread.TICKET_PARTIAL,
         _kread.TICKET_FAILED,

@@ -240,6 +240,16 @@ class _Conn(asyncio.Protocol):
 
     def _head(self, t: int, data: bytes) -> None:
         buf = self.buf + data
+        parsed = None if kernel_stamps.parse_head is None else kernel_stamps.parse_head(buf)
+        if parsed is not None:  # a whole usual head, parsed in C as below (_kread.head)
+            self.buf = b""
+            self.status, http10, fields, body = parsed
+            if self.record is not None:
+                self.record.http_status = self.status
+            if fields.get("connection") == "close" or http10:
+                self.reusable = False
+            self._framing(t, fields, body)
+            return
         cut = buf.find(b"\r\n\r\n")
         if cut < 0:
             self.buf = buf
@@ -252,7 +262,12 @@ class _Conn(asyncio.Protocol):
         head, body = buf[:cut].decode("latin-1").split("\r\n"), buf[cut + 4 :]
         self.buf = b""
         status = head[0].split(" ", 2)
-        if len(status) < 2 or not status[0].startswith("HTTP/1.") or not status[1].isdigit():
+        # isascii: str.isdigit() takes a latin-1 superscript (b"\xb2") that int() does not
+        if (
+            len(status) < 2
+            or not status[0].startswith("HTTP/1.")
+            or not (status[1].isascii() and status[1].isdigit())
+        ):
             self._fail(RawProtocolError(f"invalid status line {head[0][:80]!r}"))
             return
         self.status = int(status[1])

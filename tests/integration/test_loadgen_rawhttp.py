@@ -180,16 +180,18 @@ async def test_failures_map_to_the_same_outcomes() -> None:
     body = b"".join(_chunk(m) for m in _sse(2))
     server = Scripted(
         writes(b"HTPP/9 what\r\n\r\n"),
+        writes(b"HTTP/1.1 \xb2 OK\r\n\r\n"),  # a digit to str.isdigit(), not to int()
         writes(HEAD_CHUNKED + body + b"zz\r\n\r\n"),
         writes(HEAD_CHUNKED + _chunk(_sse(2)[0]), close=True),  # cut after the first token
         stall(),
     )
     async with scripted(server) as url:
         client = _client(url, timeout_s=0.5)
-        garbage, bad_chunk, cut, stalled = [await _send(client, i) for i in range(4)]
+        garbage, superscript, bad_chunk, cut, stalled = [await _send(client, i) for i in range(5)]
         client.close()
-    assert (garbage.outcome, bad_chunk.outcome) == ("protocol_error", "protocol_error")
+    assert (garbage.outcome, superscript.outcome, bad_chunk.outcome) == ("protocol_error",) * 3
     assert "invalid status line" in (garbage.error or "")
+    assert superscript.error == "invalid status line 'HTTP/1.1 ² OK'"
     assert "chunk size" in (bad_chunk.error or "")
     assert (cut.outcome, cut.http_status, cut.output_tokens) == ("disconnect", 200, 1)
     assert "mid-body" in (cut.error or "")
