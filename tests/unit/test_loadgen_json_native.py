@@ -150,7 +150,10 @@ def test_an_encoder_that_disagrees_with_orjson_here_is_left_out(monkeypatch: pyt
 
 
 def test_loadgen_native_0_encodes_in_python() -> None:
-    code = "from loadgen.results import record; print(record._json is None)"
+    code = (
+        "from loadgen.results import record; from loadgen import jsonbytes as j; "
+        "print(record._json is j._json is None)"
+    )
     env = {**os.environ, "LOADGEN_NATIVE": "0"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"
