@@ -44,7 +44,9 @@ def held_bytes(reads: list[tuple[int, bytes]] | None) -> int:
         size: int | None = _sse.held(reads, PIECE_OVERHEAD)
         if size is not None:
             return size
-    return sum(map(len, map(_DATA, reads))) + PIECE_OVERHEAD * len(reads)  # map: no frame per read
+    # map: no frame per read; an elided read (None) holds its 8-byte stamp
+    kept = list(filter(None, reads))
+    return sum(map(len, map(_DATA, kept))) + PIECE_OVERHEAD * len(kept) + 8 * (len(reads) - len(kept))
 
 
 class Backlog:

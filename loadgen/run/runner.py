@@ -88,7 +88,8 @@ async def run_benchmark(
                 # the pool's own cap matters only when it could be reached: not under --max-concurrency
                 # (the dispatcher caps first) nor when the run has no more requests than the cap
                 cap = 0 if config.max_concurrency or len(schedule) <= limit else limit
-                raw = RawClient(base_url, config.api_key, cap, config.request_timeout_s)
+                sessions = getattr(workload, "name", None) == "sessions"  # a turn's answer is read back
+                raw = RawClient(base_url, config.api_key, cap, config.request_timeout_s, keep_text=sessions)
             ctx = RunContext(
                 config,
                 run_id,

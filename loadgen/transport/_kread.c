@@ -8,7 +8,8 @@ CLOCK_MONOTONIC (perf_counter_ns) by an offset sampled once per millisecond of s
 handed on. While the connection's body is chunked and between chunks (the Python side says so with
 `sink(pieces, marks)`), a read that is exactly one whole chunk is recorded here, as
 `ChunkedBody.feed`'s fast path records it: `(t, chunk data)` appended to `pieces` and its compact-token
-mark to `marks`; so is a read of several whole chunks and nothing else, as `ChunkedBody._feed` records
+mark to `marks` (with `elided`, `sink`'s third argument, the marked read before it goes to its stamp
+when it is not the stream's first marked read: chunked.Reads.elided); so is a read of several whole chunks and nothing else, as `ChunkedBody._feed` records
 it (their data joined into one piece, unmarked). Every other read goes to the Python handlers,
 stamped: `received(t, data)`, or `plain(data)` when the kernel gave no stamp; a read error to
 `failed(OSError)`, end of file to `eof()`, a closing transport to `closing()`. Where this module is
@@ -86,6 +87,8 @@ typedef struct {
     int fd;
     PyObject *transport, *received, *plain, *failed, *eof, *closing;
     PyObject *pieces, *marks; /* a list and a bytearray while one whole chunk per read is expected */
+    PyObject *elided;         /* chunked.Reads.elided: the stamps of marked reads let go, or NULL */
+    Py_ssize_t first_marked;  /* the first marked piece's index (-1: none yet), kept while elided is set */
 } Reader;
 
 static int reader_traverse(Reader *self, visitproc visit, void *arg) {
@@ -97,6 +100,7 @@ static int reader_traverse(Reader *self, visitproc visit, void *arg) {
     Py_VISIT(self->closing);
     Py_VISIT(self->pieces);
     Py_VISIT(self->marks);
+    Py_VISIT(self->elided);
     return 0;
 }
 
@@ -109,6 +113,7 @@ static int reader_clear(Reader *self) {
     Py_CLEAR(self->closing);
     Py_CLEAR(self->pieces);
     Py_CLEAR(self->marks);
+    Py_CLEAR(self->elided);
     return 0;
 }
 
@@ -184,6 +189,26 @@ static int token_mark(const char *piece, Py_ssize_t len) {
     return lines == 2;
 }
 
+/* A marked read is about to be recorded: let the one before it go if it is a marked read too and not
+   the stream's first (chunked.Reads: its place in `pieces` becomes None, its stamp the next 8 bytes of
+   `elided`). The first and the last marked read keep their bytes (the parse decodes those two); the
+   reads between them are one compact token event each by their mark, so their stamps are all a parse
+   takes from them. Freed here, a read's objects are reused by the next read, not held to the end. */
+static int elide_previous(Reader *self) {
+    Py_ssize_t p = PyList_GET_SIZE(self->pieces) - 1;
+    if (p < 0 || p == self->first_marked || p >= PyByteArray_GET_SIZE(self->marks) ||
+        PyByteArray_AS_STRING(self->marks)[p] != 1)
+        return 0;
+    PyObject *prev = PyList_GET_ITEM(self->pieces, p);
+    if (!PyTuple_CheckExact(prev) || PyTuple_GET_SIZE(prev) != 2) return 0;
+    long long stamp = PyLong_AsLongLong(PyTuple_GET_ITEM(prev, 0));
+    if (stamp == -1 && PyErr_Occurred()) return -1;
+    Py_ssize_t size = PyByteArray_GET_SIZE(self->elided);
+    if (PyByteArray_Resize(self->elided, size + 8) < 0) return -1;
+    memcpy(PyByteArray_AS_STRING(self->elided) + size, &stamp, 8);
+    return PyList_SetItem(self->pieces, p, Py_NewRef(Py_None));
+}
+
 /* A read of whole chunks and nothing else, recorded as ChunkedBody records it: one chunk (the usual
    token event, `feed`'s fast path) as its data with its mark; several (a client that fell behind reads
    token events in batches, `_feed`) as their data joined into one piece, unmarked. 1 when recorded, 0
@@ -217,10 +242,15 @@ static int whole_chunks(Reader *self, long long t, Py_ssize_t n) {
         pair = pair_of(t, joined);
     }
     if (pair == NULL) return -1;
+    if (mark && self->elided != NULL && elide_previous(self) < 0) {
+        Py_DECREF(pair);
+        return -1;
+    }
     int failed = PyList_Append(self->pieces, pair);
     Py_DECREF(pair);
     if (failed) return -1;
     Py_ssize_t size_before = PyByteArray_GET_SIZE(self->marks);
+    if (mark && self->first_marked < 0) self->first_marked = PyList_GET_SIZE(self->pieces) - 1;
     if (PyByteArray_Resize(self->marks, size_before + 1) < 0) return -1;
     PyByteArray_AS_STRING(self->marks)[size_before] = (char)mark;
     return 1;
@@ -291,19 +321,28 @@ static PyObject *reader_call(Reader *self, PyObject *args, PyObject *kwds) {
 }
 
 static PyObject *reader_sink(Reader *self, PyObject *args) {
-    PyObject *pieces, *marks;
-    if (!PyArg_ParseTuple(args, "OO:sink", &pieces, &marks)) return NULL;
+    PyObject *pieces, *marks, *elided = Py_None;
+    if (!PyArg_ParseTuple(args, "OO|O:sink", &pieces, &marks, &elided)) return NULL;
     if (pieces == Py_None || marks == Py_None) {
         Py_CLEAR(self->pieces);
         Py_CLEAR(self->marks);
+        Py_CLEAR(self->elided);
         Py_RETURN_NONE;
     }
-    if (!PyList_Check(pieces) || !PyByteArray_Check(marks)) {
-        PyErr_SetString(PyExc_TypeError, "sink(pieces, marks): a list and a bytearray, or None, None");
+    if (!PyList_Check(pieces) || !PyByteArray_Check(marks) || (elided != Py_None && !PyByteArray_Check(elided))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "sink(pieces, marks[, elided]): a list and a bytearray (and a bytearray or None), or None, None");
         return NULL;
     }
     Py_XSETREF(self->pieces, Py_NewRef(pieces));
     Py_XSETREF(self->marks, Py_NewRef(marks));
+    Py_CLEAR(self->elided);
+    if (elided != Py_None) {
+        self->elided = Py_NewRef(elided);
+        const char *m = PyByteArray_AS_STRING(marks);
+        const char *first = memchr(m, 1, (size_t)PyByteArray_GET_SIZE(marks));
+        self->first_marked = first == NULL ? -1 : first - m;
+    }
     Py_RETURN_NONE;
 }
 
@@ -314,7 +353,8 @@ static PyObject *reader_release(Reader *self, PyObject *unused) {
 
 static PyMethodDef reader_methods[] = {
     {"sink", (PyCFunction)reader_sink, METH_VARARGS,
-     "sink(pieces, marks): record whole-chunk reads there; sink(None, None): hand every read on"},
+     "sink(pieces, marks[, elided]): record whole-chunk reads there (letting marked reads between the first\n"
+     "and the last go to their stamps in elided, when given); sink(None, None): hand every read on"},
     {"release", (PyCFunction)reader_release, METH_NOARGS, "drop every reference (the reader is done)"},
     {NULL, NULL, 0, NULL},
 };

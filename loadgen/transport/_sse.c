@@ -84,13 +84,22 @@ static PyObject *entry(PyObject *t, Py_ssize_t i, Py_ssize_t seq, const char *p,
     return Py_BuildValue("(OnnNO)", t, i, seq, PyBytes_FromStringAndSize(p, n), token ? Py_True : Py_False);
 }
 
-static PyObject *marked_reads(PyObject *reads, PyObject *marks) {
+/* reads: (t, bytes) pairs, or None for a marked read whose stamp is the next of `elided` (native int64s;
+   chunked.Reads.elided; NULL: none elided). */
+static PyObject *marked_reads(PyObject *reads, PyObject *marks, PyObject *elided) {
     Py_ssize_t n = PyList_GET_SIZE(reads);
     if (PyByteArray_GET_SIZE(marks) != n || n == 0) Py_RETURN_NONE;
     const char *mark = PyByteArray_AS_STRING(marks);
-    Py_ssize_t first_i = -1, last_i = -1, n_marked = 0;
+    Py_ssize_t first_i = -1, last_i = -1, n_marked = 0, n_elided = 0;
     for (Py_ssize_t r = 0; r < n; r++) {
         PyObject *read = PyList_GET_ITEM(reads, r);
+        if (read == Py_None && elided != NULL && mark[r] == 1) {
+            if (first_i < 0) first_i = r;  /* never elided by the reader: declined below */
+            n_elided++;
+            n_marked++;
+            last_i = r;
+            continue;
+        }
         if (!PyTuple_CheckExact(read) || PyTuple_GET_SIZE(read) != 2 || !PyLong_CheckExact(PyTuple_GET_ITEM(read, 0)) ||
             !PyBytes_CheckExact(PyTuple_GET_ITEM(read, 1)))
             Py_RETURN_NONE;
@@ -103,6 +112,11 @@ static PyObject *marked_reads(PyObject *reads, PyObject *marks) {
         }
     }
     if (first_i < 0) Py_RETURN_NONE;
+    /* the stamps of the elided reads, and the first and last marked reads whole */
+    if (n_elided && (PyByteArray_GET_SIZE(elided) != 8 * n_elided || PyList_GET_ITEM(reads, first_i) == Py_None ||
+                     PyList_GET_ITEM(reads, last_i) == Py_None))
+        Py_RETURN_NONE;
+    const char *stamps = n_elided ? PyByteArray_AS_STRING(elided) : NULL;
 
     Event *ev = NULL;
     Py_ssize_t count = 0, cap = 0;
@@ -157,8 +171,21 @@ static PyObject *marked_reads(PyObject *reads, PyObject *marks) {
     ends = PyList_New(0);
     items = PyList_New(0);
     if (token_ns == NULL || ends == NULL || items == NULL) goto done;
-    for (Py_ssize_t r = 0; r < n; r++) {
-        if (mark[r] && PyList_Append(token_ns, PyTuple_GET_ITEM(PyList_GET_ITEM(reads, r), 0)) < 0) goto done;
+    for (Py_ssize_t r = 0, k = 0; r < n; r++) {
+        if (!mark[r]) continue;
+        PyObject *read = PyList_GET_ITEM(reads, r);
+        if (read != Py_None) {
+            if (PyList_Append(token_ns, PyTuple_GET_ITEM(read, 0)) < 0) goto done;
+            continue;
+        }
+        long long stamp;
+        memcpy(&stamp, stamps + 8 * k++, 8);
+        PyObject *t = PyLong_FromLongLong(stamp);
+        if (t == NULL || PyList_Append(token_ns, t) < 0) {
+            Py_XDECREF(t);
+            goto done;
+        }
+        Py_DECREF(t);
     }
     PyObject *first = PyList_GET_ITEM(reads, first_i), *last = PyList_GET_ITEM(reads, last_i);
     PyObject *fdata = PyTuple_GET_ITEM(first, 1), *ldata = PyTuple_GET_ITEM(last, 1);
@@ -269,6 +296,10 @@ static PyObject *held(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t n = PyList_GET_SIZE(reads), total = 0;
     for (Py_ssize_t r = 0; r < n; r++) {
         PyObject *read = PyList_GET_ITEM(reads, r);
+        if (read == Py_None) {  /* an elided read: its 8-byte stamp */
+            total += 8;
+            continue;
+        }
         if (!PyTuple_CheckExact(read) || PyTuple_GET_SIZE(read) != 2 || !PyBytes_CheckExact(PyTuple_GET_ITEM(read, 1)))
             Py_RETURN_NONE;
         total += PyBytes_GET_SIZE(PyTuple_GET_ITEM(read, 1)) + overhead;
@@ -280,18 +311,18 @@ static PyObject *marked(PyObject *module, PyObject *args) {
     (void)module;
     PyObject *reads, *marks;
     if (!PyArg_ParseTuple(args, "O!O!:marked", &PyList_Type, &reads, &PyByteArray_Type, &marks)) return NULL;
-    return marked_reads(reads, marks);
+    return marked_reads(reads, marks, NULL);
 }
 
 /* finish(record): finish.finalize of the usual record in C. */
 enum { S_OUTCOME, S_FALLBACK, S_STATUS, S_RAW, S_MARKS, S_CHOICES, S_ERROR, S_USAGE, S_COMPLETION, S_PROMPT,
        S_DETAILS, S_CACHED, S_TOKEN_NS, S_FIRST, S_LAST, S_PROMPT_TOKENS, S_CACHED_TOKENS, S_OUTPUT_TOKENS,
-       S_TOKEN_COUNT, S_OK, S_PROTOCOL_ERROR, S_NO_DONE, S_USAGE_WORD, S_ESTIMATED, S_Q, S_COUNT };
+       S_TOKEN_COUNT, S_OK, S_PROTOCOL_ERROR, S_NO_DONE, S_USAGE_WORD, S_ESTIMATED, S_Q, S_ELIDED, S_COUNT };
 static const char *const WORDS[S_COUNT] = {
     "outcome", "fallback", "http_status", "raw", "marks", "choices", "error", "usage", "completion_tokens",
     "prompt_tokens", "prompt_tokens_details", "cached_tokens", "token_ns", "first_ns", "last_ns",
     "prompt_tokens", "cached_tokens", "output_tokens", "token_count", "ok", "protocol_error",
-    "stream ended before data: [DONE]", "usage", "estimated", "q",
+    "stream ended before data: [DONE]", "usage", "estimated", "q", "elided",
 };
 static PyObject *words[S_COUNT];
 static PyObject *json_loads, *array_type; /* orjson.loads, array.array: imported at the first finish */
@@ -415,8 +446,8 @@ static PyObject *finish(PyObject *module, PyObject *record) {
             return NULL;
         }
     }
-    PyObject *outcome = NULL, *fallback = NULL, *status = NULL, *raw = NULL, *marks = NULL, *got = NULL,
-             *objs = NULL, *result = NULL;
+    PyObject *outcome = NULL, *fallback = NULL, *status = NULL, *raw = NULL, *marks = NULL, *elided = NULL,
+             *got = NULL, *objs = NULL, *result = NULL;
     if ((outcome = PyObject_GetAttr(record, words[S_OUTCOME])) == NULL ||
         (fallback = PyObject_GetAttr(record, words[S_FALLBACK])) == NULL ||
         (status = PyObject_GetAttr(record, words[S_STATUS])) == NULL ||
@@ -435,8 +466,14 @@ static PyObject *finish(PyObject *module, PyObject *record) {
         result = Py_NewRef(Py_False);
         goto done;
     }
+    elided = PyObject_GetAttr(raw, words[S_ELIDED]);
+    if (elided == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) goto done;
+        PyErr_Clear();
+    }
     if (PyByteArray_CheckExact(marks)) prefetch_reads(raw);
-    if (!PyByteArray_CheckExact(marks) || (got = marked_reads(raw, marks)) == NULL) {
+    if (!PyByteArray_CheckExact(marks) || (elided != NULL && elided != Py_None && !PyByteArray_CheckExact(elided)) ||
+        (got = marked_reads(raw, marks, elided != NULL && elided != Py_None ? elided : NULL)) == NULL) {
         if (got == NULL && PyErr_Occurred()) goto done;
         result = Py_NewRef(Py_False);
         goto done;
@@ -483,6 +520,7 @@ done:
     Py_XDECREF(status);
     Py_XDECREF(raw);
     Py_XDECREF(marks);
+    Py_XDECREF(elided);
     Py_XDECREF(got);
     Py_XDECREF(objs);
     return result;

@@ -18,13 +18,24 @@ MAX_CHUNK_HEAD = 4096  # a longer chunk-size line goes to the caller's parser (w
 class Reads(list[tuple[int, bytes]]):
     """The stamped pieces of one body, `(perf_counter_ns, bytes)`; `marks[i]` is 1 when piece i was
     recognised on arrival (cache-hot) as exactly one compact token event, `data: {..."choices":[{...}\n\n`
-    on one line, so `sse.parse_stream` need not look at it again (see sse.py's fast paths)."""
+    on one line, so `sse.parse_stream` need not look at it again (see sse.py's fast paths).
 
-    __slots__ = ("marks",)
+    `elided` (a bytearray, set by the raw client for a 200 response whose answer text no one reads):
+    the C reader lets each marked read between the first and the last go as the next one arrives; its
+    place holds None and its stamp is the next 8 bytes (native int64) of `elided`. The fast parses take
+    only a marked read's stamp, and the first and last marked reads' bytes, so what they read is the
+    same; a stream they do not take (CR framing, comments, multi-line events elsewhere in it) reads each
+    elided read as `sse.STAND_IN` (`sse.restored`): a token event, whose text, finish reason or a usage
+    inside it (vLLM's continuous usage; the final usage event is another read) is not read, as the fast
+    parses never read them. A run holds ~2 reads a stream in flight instead of all of them, and the
+    finisher walks and frees none."""
+
+    __slots__ = ("marks", "elided")
 
     def __init__(self) -> None:
         super().__init__()
         self.marks = bytearray()
+        self.elided: bytearray | None = None
 
 
 class ChunkedBody:

@@ -256,11 +256,15 @@ class KernelReader:
         self.stop()
         self.transport.resume_reading()
 
-    def sink(self, pieces: list[tuple[int, bytes]] | None, marks: bytearray | None) -> None:
+    def sink(
+        self, pieces: list[tuple[int, bytes]] | None, marks: bytearray | None, elided: bytearray | None = None
+    ) -> None:
         """The C reader records a read that is exactly one whole chunk in `pieces` and `marks` (the
-        connection's `ChunkedBody` is between chunks); None: every read goes to the handlers."""
+        connection's `ChunkedBody` is between chunks), letting the marked reads between the first and
+        the last go to their stamps in `elided` when given (chunked.Reads); None: every read goes to
+        the handlers."""
         if self.native is not None:
-            self.native.sink(pieces, marks)
+            self.native.sink(pieces, marks, elided)
 
     def stop(self) -> None:
         """Stop reading (the descriptor stays open until `close`)."""

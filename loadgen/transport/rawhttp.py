@@ -234,7 +234,7 @@ class _Conn(asyncio.Protocol):
         closes its connection."""
         body = self.chunked
         if self.mode == "chunked" and body is not None and not body.need and not body.head:
-            kernel.sink(body.pieces, body.marks)
+            kernel.sink(body.pieces, body.marks, getattr(body.pieces, "elided", None))
         else:
             kernel.sink(None, None)
 
@@ -283,6 +283,8 @@ class _Conn(asyncio.Protocol):
         if self.status in (204, 304) or 100 <= self.status < 200:
             self._done(t)
         elif fields.get("transfer-encoding") == "chunked":
+            if self.status != 200 and isinstance(self.reads, Reads):
+                self.reads.elided = None  # an error body is read whole (finalize quotes it)
             self.mode, self.chunked = "chunked", ChunkedBody(self.reads)
             if body:
                 rest = self.chunked.feed(t, body)
@@ -372,7 +374,13 @@ class _Conn(asyncio.Protocol):
 class RawClient:
     """Keep-alive pool and request sender for one base URL (see module docstring)."""
 
-    def __init__(self, base_url: str, api_key: str | None, limit: int, timeout_s: float) -> None:
+    def __init__(
+        self, base_url: str, api_key: str | None, limit: int, timeout_s: float, keep_text: bool = False
+    ) -> None:
+        """`keep_text`: keep every read's bytes (a closed-loop session reads its answer's text); else the
+        C reader keeps the stamps only of the token events between a stream's first and last
+        (chunked.Reads.elided)."""
+        self.keep_text = keep_text
         url = urlsplit(base_url)
         self.host = url.hostname or "127.0.0.1"
         self.tls = url.scheme == "https"
@@ -551,6 +559,8 @@ class RawClient:
         has one, else by the waker thread."""
         data = self.request_bytes(path, body, record.x_request_id)
         reads = Reads()
+        if not self.keep_text:
+            reads.elided = bytearray()
         slots = self._slots
         record.sent_ns = max(time.perf_counter_ns(), due_ns)
         deadline = asyncio.get_running_loop().time() + self.timeout_s

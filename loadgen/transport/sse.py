@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from array import array
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from functools import partial
@@ -45,6 +46,21 @@ _JSON = json.JSONDecoder().decode  # json.loads less its per-call encoding detec
 _DIGITS_ONLY = bytes(48 if 48 <= c <= 57 else 32 for c in range(256))
 _LONG_DIGITS = b"0" * 19
 _INVERT = bytes.maketrans(b"\x00\x01", b"\x01\x00")  # marks -> the reads not marked
+
+
+# what an elided read (chunked.Reads.elided) reads as where every read's bytes are parsed: a compact
+# token event, as its mark says
+STAND_IN = b'data: {"choices":[{"index":0}]}\n\n'
+
+
+def restored(reads: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
+    """`reads` with every elided read back as `(its stamp, STAND_IN)`, in a plain list (the marks stay
+    the reads'); `reads` itself when none was elided."""
+    elided = getattr(reads, "elided", None)
+    if not elided:
+        return reads
+    stamps = iter(array("q", bytes(elided)))
+    return [(next(stamps), STAND_IN) if r is None else r for r in reads]
 
 
 class ProtocolError(ValueError):
@@ -303,8 +319,10 @@ def _parse_marked_python(reads: list[tuple[int, bytes]], marks: bytearray) -> Pa
 def parse_stream(reads: list[tuple[int, bytes]]) -> ParsedStream:
     """Parse stamped reads of an OpenAI-style completions/chat stream; raises ProtocolError.
 
-    `reads` may carry `marks` (stamping.Reads): reads recognised on arrival as one token event."""
+    `reads` may carry `marks` (chunked.Reads): reads recognised on arrival as one token event, and
+    elided ones (chunked.Reads.elided: each read here as `chunked.STAND_IN`)."""
     marks = getattr(reads, "marks", None)
+    reads = restored(reads)
     if marks and len(marks) == len(reads):
         parsed = _parse_marked(reads, marks)
         if parsed is not None:

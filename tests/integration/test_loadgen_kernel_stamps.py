@@ -109,7 +109,7 @@ def _errors_ms(record: RequestRecord, sent: list[int]) -> list[float]:
 async def _stream_errors(requests: int) -> list[float]:
     """Token-arrival errors of `requests` streams read while the event loop is kept busy."""
     with stamping_server() as (url, proc):
-        client = RawClient(url, None, 0, 20.0)
+        client = RawClient(url, None, 0, 20.0, keep_text=True)  # the test reads every token event's bytes
         loop, stop = asyncio.get_running_loop(), []
         records = []
         try:

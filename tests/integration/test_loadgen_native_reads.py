@@ -179,7 +179,9 @@ BODIES = [
 ]
 
 
-async def _one(parts: list[bytes | None]) -> tuple[RequestRecord, list[bytes], bytes]:
+async def _one(
+    parts: list[bytes | None], keep_text: bool = True
+) -> tuple[RequestRecord, list[bytes | None], bytes, bytes]:
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await reader.readuntil(b"\r\n\r\n")
         await reader.readexactly(14)
@@ -200,26 +202,28 @@ async def _one(parts: list[bytes | None]) -> tuple[RequestRecord, list[bytes], b
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     try:
-        client = RawClient(f"http://127.0.0.1:{port}", None, 0, 5.0)
+        client = RawClient(f"http://127.0.0.1:{port}", None, 0, 5.0, keep_text=keep_text)
         record = RequestRecord(0, "n-0", False, 0, 4, 8)
         record = await client.send(record, "/v1/completions", b'{"prompt":[1]}')
-        pieces = [data for _, data in record.raw or ()]
+        pieces = [None if read is None else read[1] for read in record.raw or ()]
         marks = bytes(getattr(record.raw, "marks", b""))
+        elided = bytes(getattr(record.raw, "elided", None) or b"")
         record = finalize(record)
         client.close()
     finally:
         server.close()
-    return record, pieces, marks
+    return record, pieces, marks, elided
 
 
 @pytest.mark.parametrize(("name", "outcome", "tokens", "parts"), BODIES, ids=[b[0] for b in BODIES])
 async def test_a_request_reads_the_same_in_c_and_in_python(
     name: str, outcome: str, tokens: int, parts: list[bytes | None], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    native, native_pieces, native_marks = await _one(parts)
+    native, native_pieces, native_marks, _ = await _one(parts)
     assert kernel_stamps.native_reads()
+    elided, elided_pieces, elided_marks, stamps = await _one(parts, keep_text=False)
     monkeypatch.setenv("LOADGEN_NATIVE", "0")
-    python, python_pieces, python_marks = await _one(parts)
+    python, python_pieces, python_marks, _ = await _one(parts)
     assert not kernel_stamps.native_reads()
     assert kernel_stamps.arrival_stamps() == "kernel"
     for field in ("outcome", "error", "output_tokens", "http_status"):
@@ -227,6 +231,20 @@ async def test_a_request_reads_the_same_in_c_and_in_python(
     assert (native.outcome, native.output_tokens) == (outcome, tokens)
     assert native_pieces == python_pieces
     assert native_marks == python_marks
+    # a run that reads no answer text: the marked reads between the first and the last kept as stamps
+    for field in ("outcome", "error", "output_tokens", "http_status"):
+        assert getattr(elided, field) == getattr(native, field), field
+    assert len(elided.token_ns) == len(native.token_ns)
+    assert elided_marks == native_marks
+    first = native_marks.find(1)
+    gone = [i for i, piece in enumerate(elided_pieces) if piece is None]
+    assert all(native_marks[i] == 1 and first < i < len(native_marks) - 1 for i in gone)
+    assert [elided_pieces[i] for i in range(len(native_pieces)) if i not in gone] == [
+        native_pieces[i] for i in range(len(native_pieces)) if i not in gone
+    ]
+    assert len(stamps) == 8 * len(gone)
+    if name == "whole token chunks":
+        assert gone == [1, 2, 3]  # five token reads: the first and the last keep their bytes
 
 
 def test_chunked_body_fast_path_agrees_with_the_c_reader_on_marks() -> None:

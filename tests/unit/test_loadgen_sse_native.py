@@ -302,3 +302,101 @@ def test_loadgen_native_0_finishes_in_python() -> None:
     env = {**os.environ, "LOADGEN_NATIVE": "0"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"
+
+
+# elided reads (chunked.Reads.elided): the C reader keeps only the stamps of the marked reads between
+# the first and the last; the parse must read what it reads from the whole reads
+
+
+def _elide(reads: Reads) -> Reads:
+    """`reads` as the C reader records them with `elided`: as each marked read arrives, the one
+    before it goes if it is marked and not the first marked read."""
+    out = Reads()
+    out.elided = bytearray()
+    first = -1
+    for (t, data), mark in zip(reads, reads.marks, strict=True):
+        p = len(out) - 1
+        if mark and p >= 0 and p != first and out.marks[p] == 1 and out[p] is not None:
+            out.elided += array("q", [out[p][0]]).tobytes()
+            out[p] = None  # type: ignore[call-overload]
+        out.append((t, data))
+        out.marks.append(mark)
+        if mark and first < 0:
+            first = len(out) - 1
+    return out
+
+
+def _one_token_event(data: bytes) -> bool:
+    """What the reader marks (ChunkedBody.feed, _kread's token_mark): one compact token event."""
+    return (
+        data.startswith(b"data: {")
+        and data.endswith(b"}\n\n")
+        and data.find(sse.COMPACT_TOKEN) > 0
+        and data.count(b"\n") == 2
+    )
+
+
+def _fields(r: RequestRecord) -> dict[str, object]:
+    return {f.name: (getattr(r, f.name), type(getattr(r, f.name))) for f in dataclasses.fields(RequestRecord)}
+
+
+def _python_finalize(reads: list[tuple[int, bytes]]) -> RequestRecord:
+    r = _record(reads)  # type: ignore[arg-type]
+    try:
+        finish._native_finish, saved = None, finish._native_finish
+        finish.finalize(r)
+    finally:
+        finish._native_finish = saved
+    return r
+
+
+def test_elided_records_finish_as_whole_ones() -> None:
+    rng = random.Random(13)
+    took = elided_any = 0
+    for _ in range(10_000):
+        reads = _random_stream(rng)
+        if any(
+            mark and not _one_token_event(data) for (_, data), mark in zip(reads, reads.marks, strict=True)
+        ):
+            continue  # a mark the reader would not set: it elides only reads that are one token event
+        short = _elide(reads)
+        if any(b'"usage"' in data for (_, data), kept in zip(reads, short, strict=True) if kept is None):
+            continue  # a usage inside a token event between the first and last: no fast path reads it
+        elided_any += None in short
+        whole = _python_finalize(_copy(reads))
+        if whole.outcome == "protocol_error" and "invalid JSON" in (whole.error or ""):
+            continue  # a broken token event between the first and last: elided, it reads as one
+        native = _record(short)
+        if _sse.finish(native):
+            took += 1
+            assert _fields(native) == _fields(whole), list(reads)
+        else:
+            assert native.raw is short  # declined: untouched
+        assert _fields(_python_finalize(short)) == _fields(whole), list(reads)  # sse.restored
+    assert took > 2_000
+    assert elided_any > 2_000
+
+
+def test_restored_and_held_read_elided_reads() -> None:
+    reads = _reads(
+        [TOKEN % i for i in range(4)] + [b"data: [DONE]\n\n"], [True] * 4 + [False], [10, 11, 12, 13, 14]
+    )
+    short = _elide(reads)
+    assert [r is None for r in short] == [False, True, True, False, False]
+    assert sse.restored(short) == [reads[0], (11, sse.STAND_IN), (12, sse.STAND_IN), reads[3], reads[4]]
+    assert sse.restored(reads) is reads
+    assert _sse.held(short, 200) == _sse.held(reads, 200) - 2 * (len(TOKEN % 1) + 200) + 2 * 8
+    finish._native_finish, saved = None, finish._native_finish
+    try:
+        from loadgen.run import backlog
+
+        backlog_sse, backlog._sse = backlog._sse, None
+        try:
+            assert backlog.held_bytes(short) == _sse.held(short, backlog.PIECE_OVERHEAD)
+        finally:
+            backlog._sse = backlog_sse
+    finally:
+        finish._native_finish = saved
+    bad = _copy(short)
+    bad.elided = bytearray(8)  # fewer stamps than elided reads: C declines, Python raises nothing odd
+    assert not _sse.finish(_record(bad))
