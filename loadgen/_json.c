@@ -1,5 +1,6 @@
-/* JSON on the per-request path, in C: a finished request's requests.jsonl line (`line`) and whether
-orjson writes a value as json does (`same`, loadgen.jsonbytes._same).
+/* Per-request work in C: a finished request's requests.jsonl line (`line`), whether orjson writes a
+value as json does (`same`, loadgen.jsonbytes._same), and a prompt's token ids from its generator's
+random words (`token_ids`, loadgen.workload.generator._token_ids).
 
 One requests.jsonl line of a finished request (loadgen.results.record.request_text):
 
@@ -443,7 +444,35 @@ static PyObject *same(PyObject *self, PyObject *obj) {
     return PyBool_FromLong(got);
 }
 
+/* token_ids(words, low, size): [low + floor(random() * size) for each random() the words make], where
+   `words` is `rng.getrandbits(64 * n).to_bytes(8 * n, "little")`: getrandbits fills its integer with the
+   generator's 32-bit words from the least significant on, so words 2i and 2i+1 are the two that the
+   i-th random() would take (a = first >> 5, b = second >> 6, (a * 2^26 + b) / 2^53): the same draws, and
+   the generator left in the same state. */
+static PyObject *token_ids(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer words;
+    long low;
+    double size;
+    if (!PyArg_ParseTuple(args, "y*ld:token_ids", &words, &low, &size)) return NULL;
+    Py_ssize_t n = words.len / 8;
+    const unsigned char *p = words.buf;
+    PyObject *out = PyList_New(n);
+    for (Py_ssize_t i = 0; out != NULL && i < n; i++, p += 8) {
+        uint32_t first = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+        uint32_t second = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 | (uint32_t)p[7] << 24;
+        double r = ((double)(first >> 5) * 67108864.0 + (double)(second >> 6)) * (1.0 / 9007199254740992.0);
+        PyObject *id = PyLong_FromLong(low + (long)floor(r * size));
+        if (id == NULL) Py_CLEAR(out);
+        else PyList_SET_ITEM(out, i, id);
+    }
+    PyBuffer_Release(&words);
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"token_ids", token_ids, METH_VARARGS,
+     "token_ids(words, low, size): generator._token_ids from rng.getrandbits(64 * n).to_bytes(8 * n, 'little')"},
     {"same", same, METH_O, "same(obj) -> bool: jsonbytes._same (orjson writes obj as json does, ASCII given)"},
     {"line", (PyCFunction)(void (*)(void))line, METH_FASTCALL,
      "line(record, start_ns) -> str | None: the record's requests.jsonl line, or None when it is not taken."},

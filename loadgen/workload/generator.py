@@ -21,6 +21,7 @@ from typing import Any
 
 from loadgen import jsonbytes
 from loadgen.config import RunConfig
+from loadgen.jsonbytes import _json
 from loadgen.workload.clip import clip_lengths, clip_needed
 from loadgen.workload.distributions import LengthDist, parse_length
 
@@ -117,7 +118,15 @@ _TOKEN_IDS = range(TOKEN_ID_LOW, TOKEN_ID_HIGH + 1)
 
 def _token_ids(rng: random.Random, n: int) -> list[int]:
     """`rng.choices(_TOKEN_IDS, k=n)` drawn the way CPython's `choices` draws (`floor(random() * len)`),
-    without indexing the range per token: the same ids (tested against `choices`), ~30% less CPU."""
+    without indexing the range per token: the same ids (tested against `choices`), ~30% less CPU. In C
+    where `loadgen._json` is built: the same draws from the words of one `getrandbits` (the generator
+    left in the same state)."""
+    if _json is not None:
+        if n <= 0:
+            return []
+        return _json.token_ids(
+            rng.getrandbits(64 * n).to_bytes(8 * n, "little"), TOKEN_ID_LOW, len(_TOKEN_IDS)
+        )  # type: ignore[no-any-return]
     rnd, size = rng.random, float(len(_TOKEN_IDS))
     return [TOKEN_ID_LOW + floor(rnd() * size) for _ in repeat(None, n)]
 

@@ -198,3 +198,22 @@ def test_same_answers_as_python() -> None:
         deep = [deep]
     with pytest.raises(RecursionError):
         _json.same(deep)
+
+
+# token_ids: generator._token_ids from one getrandbits
+
+
+def test_token_ids_are_the_python_draws_and_leave_the_same_state(monkeypatch: pytest.MonkeyPatch) -> None:
+    from loadgen.workload import generator
+
+    rng = random.Random(31)
+    for _ in range(300):
+        seed, n = f"{rng.randrange(100)}:req:{rng.randrange(10**6)}", rng.choice([0, 1, 2, 3, 32, 257, 4096])
+        native, python = random.Random(seed), random.Random(seed)
+        got = generator._token_ids(native, n)
+        monkeypatch.setattr(generator, "_json", None)
+        assert got == generator._token_ids(python, n)
+        monkeypatch.setattr(generator, "_json", _json)
+        assert native.getstate() == python.getstate()  # the next draws are the same too
+        assert all(generator.TOKEN_ID_LOW <= t <= generator.TOKEN_ID_HIGH for t in got)
+    assert _json.token_ids(b"\xff" * 16, 100, 7900.0) == [7999, 7999]  # the largest draw stays in range
