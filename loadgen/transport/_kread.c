@@ -10,7 +10,8 @@ handed on. While the connection's body is chunked and between chunks (the Python
 `ChunkedBody.feed`'s fast path records it: `(t, chunk data)` appended to `pieces` and its compact-token
 mark to `marks` (with `elided`, `sink`'s third argument, the marked read before it goes to its stamp
 when it is not the stream's first marked read: chunked.Reads.elided); so is a read of several whole chunks and nothing else, as `ChunkedBody._feed` records
-it (their data joined into one piece, unmarked). Every other read goes to the Python handlers,
+it (their data joined into one piece, unmarked), and so are the data chunks of a read that ends with the
+last chunk, `0\r\n\r\n` (one piece, unmarked, as `_feed` records it), the last chunk then handed on. Every other read goes to the Python handlers,
 stamped: `received(t, data)`, or `plain(data)` when the kernel gave no stamp; a read error to
 `failed(OSError)`, end of file to `eof()`, a closing transport to `closing()`. Where this module is
 not built, KernelReader reads in Python and the waker thread writes the requests. */
@@ -213,12 +214,20 @@ static int elide_previous(Reader *self) {
    token event, `feed`'s fast path) as its data with its mark; several (a client that fell behind reads
    token events in batches, `_feed`) as their data joined into one piece, unmarked. 1 when recorded, 0
    when the read is not that (nothing recorded), -1 on a Python error. */
-static int whole_chunks(Reader *self, long long t, Py_ssize_t n) {
-    Py_ssize_t pos = 0, total = 0, first = 0, data;
+static int whole_chunks(Reader *self, long long t, Py_ssize_t n, Py_ssize_t *tail) {
+    static const char LAST[] = "0\r\n\r\n";  /* the last chunk, no extension, no trailers */
+    Py_ssize_t pos = 0, total = 0, first = 0, data, end = n;
     int count = 0;
     while (pos < n) {
         long long size = whole_chunk_at(pos, n, &data);
-        if (size <= 0) return 0;
+        if (size <= 0) {
+            /* data chunks, then exactly the last chunk (the stream's end with its last events):
+               recorded as `_feed` records them, one piece unmarked, the rest for the caller's parser */
+            if (count == 0 || n - pos != (Py_ssize_t)sizeof LAST - 1 || memcmp(buf + pos, LAST, sizeof LAST - 1) != 0)
+                return 0;
+            end = *tail = pos;
+            break;
+        }
         if (count++ == 0) first = data;
         total += (Py_ssize_t)size;
         pos = data + (Py_ssize_t)size + 2;
@@ -226,13 +235,13 @@ static int whole_chunks(Reader *self, long long t, Py_ssize_t n) {
     PyObject *pair;
     int mark = 0;
     if (count == 1) {
-        mark = token_mark(buf + first, total);
+        mark = end == n ? token_mark(buf + first, total) : 0;
         pair = stamped(t, buf + first, total);
     } else {
         PyObject *joined = PyBytes_FromStringAndSize(NULL, total);
         if (joined != NULL) {
             char *out = PyBytes_AS_STRING(joined);
-            for (pos = 0; pos < n;) {
+            for (pos = 0; pos < end;) {
                 long long size = whole_chunk_at(pos, n, &data);
                 memcpy(out, buf + data, (size_t)size);
                 out += size;
@@ -253,7 +262,7 @@ static int whole_chunks(Reader *self, long long t, Py_ssize_t n) {
     if (mark && self->first_marked < 0) self->first_marked = PyList_GET_SIZE(self->pieces) - 1;
     if (PyByteArray_Resize(self->marks, size_before + 1) < 0) return -1;
     PyByteArray_AS_STRING(self->marks)[size_before] = (char)mark;
-    return 1;
+    return end == n ? 1 : 2;
 }
 
 static PyObject *reader_call(Reader *self, PyObject *args, PyObject *kwds) {
@@ -308,12 +317,14 @@ static PyObject *reader_call(Reader *self, PyObject *args, PyObject *kwds) {
     long long away = kernel_ns - clock_last;
     if (!(-RESAMPLE_NS < away && away < RESAMPLE_NS)) resample(kernel_ns);
     long long t = kernel_ns - clock_offset;
+    Py_ssize_t from = 0;
     if (self->pieces != NULL) {
-        int done = whole_chunks(self, t, (Py_ssize_t)n);
+        int done = whole_chunks(self, t, (Py_ssize_t)n, &from);
         if (done < 0) return NULL;
-        if (done) Py_RETURN_NONE;
+        if (done == 1) Py_RETURN_NONE;
+        if (done == 0) from = 0;
     }
-    PyObject *pair = stamped(t, buf, (Py_ssize_t)n);
+    PyObject *pair = stamped(t, buf + from, (Py_ssize_t)n - from);
     if (pair == NULL) return NULL;
     PyObject *got = PyObject_Call(self->received, pair, NULL);
     Py_DECREF(pair);

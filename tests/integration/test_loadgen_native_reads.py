@@ -87,7 +87,8 @@ def test_whole_chunks_are_recorded_in_c_and_the_rest_handed_on() -> None:
             chunk(TOKEN, b"0_3a"),  # a size line only Python's int() reads: handed on
             chunk(TOKEN)[:10],  # part of a chunk: handed on
             chunk(TOKEN) + chunk(TOKEN)[:10],  # a whole chunk and part of the next: handed on
-            chunk(TOKEN) + END,  # a whole chunk and the last one: handed on
+            chunk(TOKEN) + END,  # whole chunks and the last one: the data recorded (one piece, unmarked),
+            # the last chunk handed on
             chunk(TOKEN) + chunk(b'data: {"usage":{}}\n\n'),  # two whole chunks: one piece, unmarked
             chunk(TOKEN) * 3,  # three: the same
         ]
@@ -99,13 +100,14 @@ def test_whole_chunks_are_recorded_in_c_and_the_rest_handed_on() -> None:
             reader()
         after = time.perf_counter_ns()
         usage = b'data: {"usage":{}}\n\n'
-        assert [data for _, data in pieces] == [TOKEN, usage, TOKEN + usage, TOKEN * 3]
-        assert list(marks) == [1, 0, 0, 0]
+        assert [data for _, data in pieces] == [TOKEN, usage, TOKEN + DONE, TOKEN + usage, TOKEN * 3]
+        assert list(marks) == [1, 0, 0, 0, 0]
         assert [kind for kind, _ in calls] == ["received"] * 4
-        assert [data for _, (_, data) in calls] == sends[2:6]
+        assert [data for _, (_, data) in calls] == [*sends[2:5], b"0\r\n\r\n"]
+        assert calls[3][1][0] == pieces[2][0]  # the last chunk has its read's stamp
         stamps = [t for t, _ in pieces] + [t for _, (t, _) in calls]
         assert all(before - 1_000_000 < t < after for t in stamps), (before, stamps, after)
-        in_order = [pieces[0][0], pieces[1][0], *(t for _, (t, _) in calls), pieces[2][0], pieces[3][0]]
+        in_order = [pieces[0][0], pieces[1][0], *(t for _, (t, _) in calls), pieces[3][0], pieces[4][0]]
         assert in_order == sorted(in_order)  # each read stamped as it came
 
         reader.sink(None, None)  # no sink: a whole chunk is handed on too
@@ -158,7 +160,8 @@ def test_the_sink_takes_a_list_and_a_bytearray() -> None:
         reader()  # released: reads nothing, calls nothing
 
 
-END = chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n"
+DONE = b"data: [DONE]\n\n"
+END = chunk(DONE) + b"0\r\n\r\n"
 SIZE = b"%x" % len(TOKEN)
 # (name, outcome, tokens, what the server sends after the head, as separate writes; None: a reset)
 BODIES = [
