@@ -3,10 +3,7 @@ where C answers, the same status, HTTP/1.0-ness, framing fields and body; the re
 
 from __future__ import annotations
 
-import os
 import random
-import subprocess
-import sys
 
 import pytest
 
@@ -104,10 +101,3 @@ def test_the_usual_heads() -> None:
 )
 def test_heads_left_to_python(buf: bytes) -> None:
     assert _kread.head(buf) is None
-
-
-def test_loadgen_native_0_parses_heads_in_python() -> None:
-    code = "from loadgen.transport import kernel_stamps; print(kernel_stamps.parse_head is None)"
-    env = {**os.environ, "LOADGEN_NATIVE": "0"}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "True"

@@ -4,10 +4,7 @@ something C does not take, C declines and `request_text` writes the Python line.
 
 from __future__ import annotations
 
-import os
 import random
-import subprocess
-import sys
 from array import array
 from typing import Any
 
@@ -147,16 +144,6 @@ def test_an_encoder_that_disagrees_with_orjson_here_is_left_out(monkeypatch: pyt
     monkeypatch.setattr(record, "_json", _json)
     record._checked()
     assert record._json is _json  # this build's agrees
-
-
-def test_loadgen_native_0_encodes_in_python() -> None:
-    code = (
-        "from loadgen.results import record; from loadgen import jsonbytes as j; "
-        "print(record._json is j._json is None)"
-    )
-    env = {**os.environ, "LOADGEN_NATIVE": "0"}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "True"
 
 
 # same(obj): jsonbytes._same in C

@@ -4,10 +4,7 @@ answers, the parse is the Python parse's; where the Python parse declines or rai
 from __future__ import annotations
 
 import dataclasses
-import os
 import random
-import subprocess
-import sys
 from array import array
 
 import pytest
@@ -292,16 +289,6 @@ def test_held_is_the_python_sum() -> None:
     assert _sse.held([(1, "text")], 200) is None  # not bytes: the Python sum
     assert _sse.held([[1, b"x"]], 200) is None
     assert _sse.held([], 200) == 0
-
-
-def test_loadgen_native_0_finishes_in_python() -> None:
-    code = (
-        "from loadgen.transport import finish; from loadgen.run import backlog; "
-        "print(finish._native_finish is backlog._sse is None)"
-    )
-    env = {**os.environ, "LOADGEN_NATIVE": "0"}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "True"
 
 
 # elided reads (chunked.Reads.elided): the C reader keeps only the stamps of the marked reads between
