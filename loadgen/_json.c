@@ -36,7 +36,10 @@ static int grow(Buf *b, Py_ssize_t more) {
     Py_ssize_t cap = b->cap * 2;
     while (cap < b->n + more) cap *= 2;
     char *p = PyMem_Realloc(b->p, (size_t)cap);
-    if (p == NULL) return -1;
+    if (p == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
     b->p = p;
     b->cap = cap;
     return 0;
@@ -271,7 +274,10 @@ static int get_times(PyObject *o, Times *out) {
         Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
         PyObject **items = PySequence_Fast_ITEMS(o);
         out->own = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(int64_t));
-        if (out->own == NULL) return -1;
+        if (out->own == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
         for (Py_ssize_t i = 0; i < n; i++) {
             int got = as_i64(items[i], &out->own[i], 0);
             if (got < 0) return got;
