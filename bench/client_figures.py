@@ -186,6 +186,32 @@ def format_row(row: Row) -> str:
     return line
 
 
+INGEST_TARGET_PCT = 98.0  # #23: tokens/s at 256 streams, % of ideal, in every block
+ITL_TARGET_MS = 0.1  # #23: ITL error p99 at 64 streams, absolute
+
+
+def absolute_targets(per_block: Mapping[str, Sequence[float]]) -> list[str]:
+    """The #23 targets that are absolute rather than ratios to Go, one line each: ingest at 256 streams
+    in every block, the ITL error's median. Figures absent from `per_block` give no line."""
+    lines = []
+    ingest = per_block.get("tokens/s at 256 streams, % of ideal")
+    if ingest:
+        low = min(ingest)
+        verdict = "met" if low >= INGEST_TARGET_PCT else "not met"
+        lines.append(
+            f"target: >= {INGEST_TARGET_PCT:g}% of ideal at 256 streams in every block: {verdict}"
+            f" (lowest {low:.2f}%)"
+        )
+    itl = per_block.get("ITL error p99 at 64 streams (ITL p99 - 2 ms)")
+    if itl:
+        mid = median(itl)
+        verdict = "met" if mid <= ITL_TARGET_MS else "not met"
+        lines.append(
+            f"target: ITL error p99 at 64 streams <= {ITL_TARGET_MS:g} ms: {verdict} (median {mid:.3f} ms)"
+        )
+    return lines
+
+
 def lag_crossing(points: Sequence[tuple[float, float]], limit_ms: float = 2.0) -> str:
     """From (rate, lag p99 ms) points: the first rate whose lag p99 reaches `limit_ms`, with the last
     rate below it, as a line."""

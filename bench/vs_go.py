@@ -383,10 +383,13 @@ def main() -> None:
         print(f"{'figure':<44} {ours[:10]:>10} {'go':>10} {'ratio':>7}")
         for row in table(got, ours):
             print(cf.format_row(row))
+        per_block = {}
         for name in ("tokens/s at 256 streams, % of ideal", "ITL error p99 at 64 streams (ITL p99 - 2 ms)"):
-            per = [b[name] for b in got[ours] if name in b]
+            per = per_block[name] = [b[name] for b in got[ours] if name in b]
             if per:
                 print(f"{ours}: {name} per block: {' / '.join(f'{v:.3f}' for v in per)}")
+        for line in cf.absolute_targets(per_block):
+            print(f"{ours}: {line}")
     if rates:
         print("\nplain-run lag sweep (loadgen, constant arrivals, 32 tokens):")
         sweep(tools, rates, min(seconds, 5.0), cores)

@@ -202,3 +202,18 @@ def test_the_interpreters_own_start_up_is_measured_with_and_without_site() -> No
     full, bare = vs_go.interpreter_start(core, runs=3)
     assert 0 < bare < 10_000
     assert 0 < full < 10_000  # CPU ms of a real child each (a busy host scales both, not their sign)
+
+
+def test_the_absolute_targets_are_judged_on_every_block_and_the_median() -> None:
+    ingest, itl = "tokens/s at 256 streams, % of ideal", "ITL error p99 at 64 streams (ITL p99 - 2 ms)"
+    lines = cf.absolute_targets({ingest: [98.8, 99.4, 98.1], itl: [0.03, 0.2, 0.04]})
+    assert lines == [
+        "target: >= 98% of ideal at 256 streams in every block: met (lowest 98.10%)",
+        "target: ITL error p99 at 64 streams <= 0.1 ms: met (median 0.040 ms)",
+    ]
+    lines = cf.absolute_targets({ingest: [99.0, 97.9], itl: [0.2, 0.3]})
+    assert lines == [
+        "target: >= 98% of ideal at 256 streams in every block: not met (lowest 97.90%)",
+        "target: ITL error p99 at 64 streams <= 0.1 ms: not met (median 0.250 ms)",
+    ]
+    assert cf.absolute_targets({ingest: []}) == []
