@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -14,6 +15,7 @@ from loadgen.store.schema import BOOL, JSON, TS
 from loadgen.store.url import StoreURL
 
 CONNECT_TIMEOUT_S = 5  # a store that is down must not hold a finished run for long
+RETRY_S = 0.01  # between tries of a store another process holds locked
 
 
 @dataclass(frozen=True)
@@ -29,8 +31,28 @@ def _connect_sqlite(url: StoreURL) -> sqlite3.Connection:
     path = Path(url.target)
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(path, timeout=CONNECT_TIMEOUT_S, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")  # readers (Grafana) never block a run's write
+    try:
+        _wal(conn)  # readers (Grafana) never block a run's write
+    except sqlite3.Error:
+        conn.close()
+        raise
     return conn
+
+
+def _wal(conn: sqlite3.Connection) -> None:
+    """Switch to WAL, retried while another process holds the lock: a new store's first writers (the
+    shards of one run, finishing together) each switch it, and SQLite answers a switch that meets
+    another's lock with "database is locked" at once, without the busy timeout."""
+    deadline = time.monotonic() + CONNECT_TIMEOUT_S
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            busy = getattr(exc, "sqlite_errorcode", None) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+            if not (busy or "locked" in str(exc)) or time.monotonic() >= deadline:
+                raise
+            time.sleep(RETRY_S)
 
 
 def _connect_postgresql(url: StoreURL) -> Any:
