@@ -315,14 +315,16 @@ static PyObject *marked(PyObject *module, PyObject *args) {
 }
 
 /* finish(record): finish.finalize of the usual record in C. */
+/* names and values (usage fields and record attributes share the words prompt_tokens, cached_tokens; the
+   usage key is also the token_count value "usage") */
 enum { S_OUTCOME, S_FALLBACK, S_STATUS, S_RAW, S_MARKS, S_CHOICES, S_ERROR, S_USAGE, S_COMPLETION, S_PROMPT,
-       S_DETAILS, S_CACHED, S_TOKEN_NS, S_FIRST, S_LAST, S_PROMPT_TOKENS, S_CACHED_TOKENS, S_OUTPUT_TOKENS,
-       S_TOKEN_COUNT, S_OK, S_PROTOCOL_ERROR, S_NO_DONE, S_USAGE_WORD, S_ESTIMATED, S_Q, S_ELIDED, S_COUNT };
+       S_DETAILS, S_CACHED, S_TOKEN_NS, S_FIRST, S_LAST, S_OUTPUT_TOKENS, S_TOKEN_COUNT, S_OK, S_PROTOCOL_ERROR,
+       S_NO_DONE, S_ESTIMATED, S_Q, S_ELIDED, S_COUNT };
 static const char *const WORDS[S_COUNT] = {
     "outcome", "fallback", "http_status", "raw", "marks", "choices", "error", "usage", "completion_tokens",
     "prompt_tokens", "prompt_tokens_details", "cached_tokens", "token_ns", "first_ns", "last_ns",
-    "prompt_tokens", "cached_tokens", "output_tokens", "token_count", "ok", "protocol_error",
-    "stream ended before data: [DONE]", "usage", "estimated", "q", "elided",
+    "output_tokens", "token_count", "ok", "protocol_error", "stream ended before data: [DONE]", "estimated",
+    "q", "elided",
 };
 static PyObject *words[S_COUNT];
 static PyObject *json_loads, *array_type; /* orjson.loads, array.array: imported at the first finish */
@@ -424,6 +426,18 @@ static PyObject *decode(PyObject *items) {
     return objs;
 }
 
+/* obj.<word> into *out, NULL when obj has no such attribute or it is None; -1 on another error. */
+static int optional_attr(PyObject *obj, int word, PyObject **out) {
+    *out = PyObject_GetAttr(obj, words[word]);
+    if (*out == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+        PyErr_Clear();
+    } else if (*out == Py_None) {
+        Py_CLEAR(*out);
+    }
+    return 0;
+}
+
 static int set(PyObject *record, int word, PyObject *value) {
     int got = PyObject_SetAttr(record, words[word], value);
     Py_DECREF(value);
@@ -459,25 +473,13 @@ static PyObject *finish(PyObject *module, PyObject *record) {
         result = Py_NewRef(Py_False);
         goto done;
     }
-    marks = PyObject_GetAttr(raw, words[S_MARKS]);
-    if (marks == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) goto done;
-        PyErr_Clear();
-        result = Py_NewRef(Py_False);
+    if (optional_attr(raw, S_MARKS, &marks) < 0 || optional_attr(raw, S_ELIDED, &elided) < 0) goto done;
+    if (marks == NULL || !PyByteArray_CheckExact(marks) || (elided != NULL && !PyByteArray_CheckExact(elided))) {
+        result = Py_NewRef(Py_False);  /* reads without marks (or of another kind): the Python parse */
         goto done;
     }
-    elided = PyObject_GetAttr(raw, words[S_ELIDED]);
-    if (elided == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) goto done;
-        PyErr_Clear();
-    }
-    if (PyByteArray_CheckExact(marks)) prefetch_reads(raw);
-    if (!PyByteArray_CheckExact(marks) || (elided != NULL && elided != Py_None && !PyByteArray_CheckExact(elided)) ||
-        (got = marked_reads(raw, marks, elided != NULL && elided != Py_None ? elided : NULL)) == NULL) {
-        if (got == NULL && PyErr_Occurred()) goto done;
-        result = Py_NewRef(Py_False);
-        goto done;
-    }
+    prefetch_reads(raw);
+    if ((got = marked_reads(raw, marks, elided)) == NULL) goto done;
     if (got == Py_None) {
         result = Py_NewRef(Py_False);
         goto done;
@@ -499,12 +501,12 @@ static PyObject *finish(PyObject *module, PyObject *record) {
     if (set(record, S_RAW, Py_NewRef(Py_None)) < 0 || set(record, S_TOKEN_NS, times) < 0 ||
         set(record, S_FIRST, Py_NewRef(PyList_GET_ITEM(token_ns, 0))) < 0 ||
         set(record, S_LAST, Py_NewRef(PyList_GET_ITEM(token_ns, n_tokens - 1))) < 0 ||
-        set(record, S_PROMPT_TOKENS, Py_NewRef(u.prompt ? u.prompt : Py_None)) < 0 ||
-        set(record, S_CACHED_TOKENS, Py_NewRef(u.cached ? u.cached : Py_None)) < 0)
+        set(record, S_PROMPT, Py_NewRef(u.prompt ? u.prompt : Py_None)) < 0 ||
+        set(record, S_CACHED, Py_NewRef(u.cached ? u.cached : Py_None)) < 0)
         goto done;
     PyObject *count = u.completion ? Py_NewRef(u.completion) : PyLong_FromSsize_t(n_tokens);
     if (count == NULL || set(record, S_OUTPUT_TOKENS, count) < 0 ||
-        set(record, S_TOKEN_COUNT, Py_NewRef(words[u.completion ? S_USAGE_WORD : S_ESTIMATED])) < 0)
+        set(record, S_TOKEN_COUNT, Py_NewRef(words[u.completion ? S_USAGE : S_ESTIMATED])) < 0)
         goto done;
     if (ended) {
         if (set(record, S_OUTCOME, Py_NewRef(words[S_OK])) < 0) goto done;
