@@ -4,7 +4,6 @@ reported by file name, never raised: the measurements are printed anyway)."""
 from __future__ import annotations
 
 import hashlib
-import os
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from typing import Any, Protocol
 import orjson
 
 from infergauge.redact import redact
+from loadgen import jsonbytes
 from loadgen.config import RunConfig
 from loadgen.records import EngineMetadata, RequestRecord
 from loadgen.results.manifest import client_info, engine_section, tool_info
@@ -28,10 +28,9 @@ from loadgen.results.summary import iso
 from loadgen.stats import NS, e2e_s, itls_s, tpot_s, ttft_s
 from loadgen.targets import get_target
 
-try:  # the line of a finished request in C (loadgen/_json.c); LOADGEN_NATIVE=0 encodes in Python
-    from loadgen import _json  # type: ignore[attr-defined]
-except ImportError:  # not built: orjson encodes each line, with the same bytes
-    _json = None
+# the line of a finished request in C (loadgen/_json.c: jsonbytes imports it, None where it is not built
+# or LOADGEN_NATIVE=0; then orjson encodes each line, with the same bytes)
+_json = jsonbytes._json
 
 
 @dataclass(frozen=True)
@@ -229,14 +228,10 @@ def _probes() -> list[RequestRecord]:
 
 
 def _checked() -> None:
-    """Leave the C encoder out (with LOADGEN_NATIVE=0, or) when it does not write the probe lines byte
-    for byte as orjson does here: another orjson release may lay out floats differently."""
+    """Leave the C encoder out when it does not write the probe lines byte for byte as orjson does
+    here: another orjson release may lay out floats differently."""
     global _json
-    if _json is None:
-        return
-    if os.environ.get("LOADGEN_NATIVE", "1") == "0" or any(
-        _json.line(r, 1_000) != line_text(request_line(r, 1_000)) for r in _probes()
-    ):
+    if _json is not None and any(_json.line(r, 1_000) != line_text(request_line(r, 1_000)) for r in _probes()):
         _json = None
 
 
