@@ -321,8 +321,7 @@ static PyObject *reader_call(Reader *self, PyObject *args, PyObject *kwds) {
     if (self->pieces != NULL) {
         int done = whole_chunks(self, t, (Py_ssize_t)n, &from);
         if (done < 0) return NULL;
-        if (done == 1) Py_RETURN_NONE;
-        if (done == 0) from = 0;
+        if (done == 1) Py_RETURN_NONE;  /* 2: recorded up to `from`, the last chunk handed on */
     }
     PyObject *pair = stamped(t, buf + from, (Py_ssize_t)n - from);
     if (pair == NULL) return NULL;
