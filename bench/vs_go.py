@@ -17,12 +17,19 @@ table (median of the per-block ratios) and, with VSGO_SWEEP (req/s list, default
 600,800,1000,1200,1600,2000; "none" skips it), where a plain run's lag p99 crosses
 2 ms. VSGO_BEFORE=PATH adds a third client, `loadgen@before`, the loadgen source tree at PATH (a
 before/after comparison on one host). With no Go and no built binaries, prints why and skips.
+
+loadgen runs on an interpreter of its own environment, as a user who installs it on its own (pipx, a
+venv of its own; docs/client-cost.md) runs it: a venv of this Python made for the bench, which sees this
+environment's packages as plain path entries, so none of their start-up hooks (`.pth` files: on the
+H200 host a torch venv's numba-cuda hook, ~65 ms a process) runs. VSGO_PYTHON=host runs it on this
+Python itself; the bench prints both interpreters' start-up either way.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import site
 import statistics
 import subprocess
 import sys
@@ -132,6 +139,23 @@ def go_args(url: str, out: str, point: tuple[str, int], seconds: float) -> list[
     return [*args, "-max-tokens", str(TOKENS_STREAM)]
 
 
+def own_environment(where: str) -> tuple[str, list[str]]:
+    """(interpreter, path entries): a venv of this Python under `where`, without pip or this
+    environment's site-packages, and the folders its packages come from (this environment's site
+    folders and PYTHONPATH, in sys.path's order) to give it as PYTHONPATH: the same packages, imported
+    without running any `.pth` start-up hook of this environment."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", where], check=True)
+    sites = {*site.getsitepackages(), site.getusersitepackages()}
+    given = {p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p}
+    entries = [p for p in sys.path if p and (p in sites or p in given) and Path(p).is_dir()]
+    return str(Path(where) / "bin" / "python"), entries
+
+
+# the interpreter loadgen runs on and the path entries it is given (main() sets them; VSGO_PYTHON)
+PYTHON: list[str] = [sys.executable]
+PATHS: list[str] = []
+
+
 def run_client(
     client: str, tools: Tools, point: tuple[str, int], seconds: float, cores: tuple[int, int]
 ) -> Outcome:
@@ -147,8 +171,9 @@ def run_client(
             out = str(Path(d) / "go.jsonl")
             cmd = [str(tools.client), *go_args(server.url, out, point, seconds)]
         else:
-            env["PYTHONPATH"] = os.pathsep.join([client, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-            cmd = [sys.executable, "-c", LOADGEN, *loadgen_args(server.url, d, point, seconds)]
+            paths = [client, *(PATHS or [env.get("PYTHONPATH", "")])]
+            env["PYTHONPATH"] = os.pathsep.join(paths).rstrip(os.pathsep)
+            cmd = [PYTHON[0], "-c", LOADGEN, *loadgen_args(server.url, d, point, seconds)]
         # `python -c` puts its working folder first on sys.path: run a loadgen from its own tree
         whole, rss, samples = run_process(cmd, [cores[0]], env, None if client == GO else client)
         log = server.stop()
@@ -234,9 +259,9 @@ def compiled(tree: str) -> None:
         subprocess.run(codecache, check=False, stdout=subprocess.DEVNULL, cwd=tree, env=env)
 
 
-def interpreter_start(core: int, runs: int = 7) -> tuple[float, float]:
+def interpreter_start(core: int, runs: int = 7, python: str = sys.executable) -> tuple[float, float]:
     """CPU ms (median of `runs`, pinned to `core`) of `python -c pass` and `python -S -c pass`: what
-    this interpreter costs before any loadgen code runs, and how much of it is site's hooks (.pth
+    an interpreter costs before any loadgen code runs, and how much of it is site's hooks (.pth
     files of the environment: a torch venv's numba-cuda hook took ~67 ms on the H200 host)."""
 
     def median_ms(args: list[str]) -> float:
@@ -247,7 +272,7 @@ def interpreter_start(core: int, runs: int = 7) -> tuple[float, float]:
             spent.append((usage.ru_utime + usage.ru_stime) * 1e3)
         return statistics.median(spent)
 
-    return median_ms([sys.executable, "-c", "pass"]), median_ms([sys.executable, "-S", "-c", "pass"])
+    return median_ms([python, "-c", "pass"]), median_ms([python, "-S", "-c", "pass"])
 
 
 def clients(env: dict[str, str]) -> dict[str, str]:
@@ -356,6 +381,9 @@ def main() -> None:
         text = env.get("VSGO_SWEEP", "600,800,1000,1200,1600,2000")
         rates = [] if text == "none" else [int(x) for x in text.split(",")]
         points = parse_points(env.get("VSGO_POINTS"))
+        which = env.get("VSGO_PYTHON", "own")
+        if which not in ("own", "host"):
+            raise ValueError(f"VSGO_PYTHON={which!r}: choose own (a venv of its own) or host (this Python)")
     except ValueError as exc:
         raise SystemExit(f"vsgo: {exc}") from None
     rest = [c for c in usable if c not in cores]
@@ -368,15 +396,36 @@ def main() -> None:
         f"vsgo: client on core {cores[0]}, server on core {cores[1]}, bench on {rest or 'shared'}; "
         f"{blocks} interleaved blocks, {seconds:g} s a point; clients {', '.join(names)}; {tools.server}"
     )
-    full, bare = interpreter_start(cores[0])
-    print(
-        f"vsgo: this Python starts in {full:.1f} ms of CPU before any loadgen code ({bare:.1f} ms "
-        f"without site's hooks, -S); in the whole-process figures that is "
-        + ", ".join(
-            f"{full / (n * seconds):.3f} ms/request at {n} req/s" for kind, n in points if kind == "rate"
-        )
-    )
-    got = run_blocks(tools, names, blocks, seconds, cores, points)
+    with tempfile.TemporaryDirectory() as venv:
+        if which == "own":
+            PYTHON[0], PATHS[:] = own_environment(venv)
+        for label, python in (("this Python", sys.executable), ("loadgen's own venv", PYTHON[0])):
+            if label != "this Python" and python == sys.executable:
+                continue
+            full, bare = interpreter_start(cores[0], python=python)
+            per = ", ".join(
+                f"{full / (n * seconds):.3f} ms/request at {n} req/s" for k, n in points if k == "rate"
+            )
+            print(
+                f"vsgo: {label} starts in {full:.1f} ms of CPU before any loadgen code ({bare:.1f} ms "
+                f"without site's hooks, -S){'; ' + per if per else ''}"
+            )
+        on = "its own venv" if which == "own" else "this Python"
+        print(f"vsgo: loadgen runs on {on} (VSGO_PYTHON={which})")
+        got = run_blocks(tools, names, blocks, seconds, cores, points)
+        report(got, names, blocks, tools, rates, seconds, cores)
+
+
+def report(
+    got: dict[str, list[dict[str, float]]],
+    names: dict[str, str],
+    blocks: int,
+    tools: Tools,
+    rates: Sequence[int],
+    seconds: float,
+    cores: tuple[int, int],
+) -> None:
+    """The ratio tables, the absolute targets and the lag sweep (on the interpreter the blocks ran on)."""
     for ours in (n for n in names if n != "go"):
         print(f"\n{ours}: arrival stamps {', '.join(sorted(ARRIVAL_STAMPS.get(names[ours], {'?'})))}")
         print(f"{ours} vs Go (median of {blocks} blocks; ratio = median of per-block {ours}/Go):")

@@ -217,3 +217,37 @@ def test_the_absolute_targets_are_judged_on_every_block_and_the_median() -> None
         "target: ITL error p99 at 64 streams <= 0.1 ms: not met (median 0.250 ms)",
     ]
     assert cf.absolute_targets({ingest: []}) == []
+
+
+def test_loadgen_s_own_environment_imports_this_one_s_packages_without_their_start_up_hooks(
+    tmp_path: Path,
+) -> None:
+    import site
+    import subprocess
+    import sys
+
+    python, paths = vs_go.own_environment(str(tmp_path / "venv"))
+    assert Path(python).parent.parent == tmp_path / "venv"
+    assert paths
+    hooked = set()  # the modules this environment's .pth files import at every start
+    for folder in site.getsitepackages():
+        for pth in Path(folder).glob("*.pth"):
+            for line in pth.read_text(errors="replace").splitlines():
+                if line.startswith("import "):
+                    hooked |= {m.strip().split(".")[0] for m in line[7:].split(";")[0].split(",")}
+    probe = "import sys, click, orjson; print(sys.prefix); print(' '.join(sorted(sys.modules)))"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+
+    def modules(*args: str) -> tuple[str, set[str]]:
+        out = subprocess.run([*args, "-c", probe], env=env, capture_output=True, text=True, check=True)
+        prefix, names = out.stdout.splitlines()
+        return prefix, set(names.split())
+
+    prefix, ours = modules(python)
+    _, bare = modules(sys.executable, "-S")  # what the imports themselves need, no hook run
+    _, host = modules(sys.executable)
+    assert Path(prefix) == tmp_path / "venv"
+    assert sys.prefix != prefix
+    assert not (ours - bare - {"site"}) & hooked, (ours - bare) & hooked
+    # where this environment has hooks that import something, the host interpreter does import it
+    assert (host - bare - {"site"}) & hooked or not hooked - {"os", "sys", "site"}
