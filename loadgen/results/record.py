@@ -22,7 +22,15 @@ from loadgen.config import RunConfig
 from loadgen.records import EngineMetadata, RequestRecord
 from loadgen.results.manifest import client_info, engine_section, tool_info
 from loadgen.results.manifest_schema import MANIFEST_VERSION
-from loadgen.results.rundir import RUNS_CSV, append_runs_csv, atomic_write, csv_row, line_text, write_json
+from loadgen.results.rundir import (
+    RUNS_CSV,
+    append_runs_csv,
+    atomic_write,
+    csv_row,
+    line_text,
+    sync_file,
+    write_json,
+)
 from loadgen.results.sent import as_sent
 from loadgen.results.summary import iso
 from loadgen.stats import NS, e2e_s, itls_s, tpot_s, ttft_s
@@ -254,6 +262,10 @@ def write_run(
     known: KnownLines = lines if lines is not None else {}
 
     def requests() -> None:
+        in_order = getattr(known, "in_order", None)  # the journal's: the final file as it stands?
+        if in_order is not None and in_order(records, run_dir / "requests.jsonl"):
+            sync_file(run_dir / "requests.jsonl")  # as durable as atomic_write's, without a copy
+            return
         blocks = getattr(known, "blocks", None)  # the journal's: its lines copied in long reads
         if blocks is not None:
             atomic_write(

@@ -162,6 +162,15 @@ def atomic_write(path: Path, data: str | bytes | Iterable[str | bytes]) -> None:
         raise
 
 
+def sync_file(path: Path) -> None:
+    """fsync a file written already (its data on disk, as `atomic_write` leaves a file it writes)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def write_json(path: Path, obj: Any) -> None:
     """Atomically write pretty JSON (+Inf/NaN written as strings)."""
     atomic_write(path, json.dumps(_jsonable(obj), indent=2, sort_keys=False) + "\n")

@@ -242,3 +242,45 @@ def test_a_journal_cut_short_is_said_and_not_written_over(tmp_path: Path) -> Non
     assert (
         path.stat().st_size > 0
     )  # the journal stays as it was (the final file replaces it whole or not at all)
+
+
+def test_a_journal_in_index_order_is_the_final_file_as_it_stands(tmp_path: Path) -> None:
+    """Each flush writes its lines in index order; where the whole journal then is the index-ordered
+    file, write_run keeps it (fsynced, same inode) instead of copying it; one line out of place, a
+    missing line or a journal elsewhere and it copies as before, byte for byte the same."""
+    records = _records(40)
+    expected = "".join(request_text(r, START) for r in records)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    path = run_dir / "requests.jsonl"
+    journal = Journal(path, _release)
+    for batch in (records[:13], records[13:27], records[27:]):
+        for record in reversed(batch):  # finished out of order within each flush
+            journal.add(record, START)
+        journal.flush()
+    journal.close()
+    assert path.read_text() == expected  # sorted at each flush
+    inode = path.stat().st_ino
+    assert journal.lines().in_order(records, path)
+    written = write_run(tmp_path, "run", {"config": {}}, {}, records, START, journal.lines())
+    assert "requests.jsonl" not in written.not_written
+    assert path.stat().st_ino == inode  # not rewritten
+    assert path.read_text() == expected
+
+    swapped = Journal(path, _release)
+    path.unlink()
+    records = _records(40)  # their token times again (the first journal released them)
+    for batch in (records[:20] + [records[21]], [records[20]] + records[22:]):  # 21 flushed before 20
+        for record in batch:
+            swapped.add(record, START)
+        swapped.flush()
+    swapped.close()
+    lines = swapped.lines()
+    assert not lines.in_order(records, path)
+    assert not lines.in_order(records[:-1], path)  # the file holds more than these lines
+    assert not journal.lines().in_order(records, tmp_path / "elsewhere.jsonl")
+    inode = path.stat().st_ino
+    written = write_run(tmp_path, "run", {"config": {}}, {}, records, START, lines)
+    assert "requests.jsonl" not in written.not_written
+    assert path.stat().st_ino != inode  # copied, in index order
+    assert path.read_text() == expected
