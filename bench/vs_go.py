@@ -398,7 +398,11 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory() as venv:
         if which == "own":
-            PYTHON[0], PATHS[:] = own_environment(venv)
+            try:
+                PYTHON[0], PATHS[:] = own_environment(venv)
+            except (OSError, subprocess.CalledProcessError) as exc:
+                print(f"vsgo: no venv of its own here ({exc}): loadgen runs on this Python")
+                which = "host"
         for label, python in (("this Python", sys.executable), ("loadgen's own venv", PYTHON[0])):
             if label != "this Python" and python == sys.executable:
                 continue
