@@ -87,6 +87,7 @@ typedef struct {
     PyObject_HEAD
     int fd;
     PyObject *transport, *received, *plain, *failed, *eof, *closing;
+    PyObject *ended;          /* (t): a recorded read ended with exactly the last chunk; or NULL */
     PyObject *pieces, *marks; /* a list and a bytearray while one whole chunk per read is expected */
     PyObject *elided;         /* chunked.Reads.elided: the stamps of marked reads let go, or NULL */
     Py_ssize_t first_marked;  /* the first marked piece's index (-1: none yet), kept while elided is set */
@@ -99,6 +100,7 @@ static int reader_traverse(Reader *self, visitproc visit, void *arg) {
     Py_VISIT(self->failed);
     Py_VISIT(self->eof);
     Py_VISIT(self->closing);
+    Py_VISIT(self->ended);
     Py_VISIT(self->pieces);
     Py_VISIT(self->marks);
     Py_VISIT(self->elided);
@@ -112,6 +114,7 @@ static int reader_clear(Reader *self) {
     Py_CLEAR(self->failed);
     Py_CLEAR(self->eof);
     Py_CLEAR(self->closing);
+    Py_CLEAR(self->ended);
     Py_CLEAR(self->pieces);
     Py_CLEAR(self->marks);
     Py_CLEAR(self->elided);
@@ -126,9 +129,9 @@ static void reader_dealloc(Reader *self) {
 
 static int reader_init(Reader *self, PyObject *args, PyObject *kwds) {
     int fd;
-    PyObject *transport, *received, *plain, *failed, *eof, *closing;
-    if (!PyArg_ParseTuple(args, "iOOOOOO:Reader", &fd, &transport, &received, &plain, &failed, &eof,
-                          &closing))
+    PyObject *transport, *received, *plain, *failed, *eof, *closing, *ended = Py_None;
+    if (!PyArg_ParseTuple(args, "iOOOOOO|O:Reader", &fd, &transport, &received, &plain, &failed, &eof,
+                          &closing, &ended))
         return -1;
     reader_clear(self);
     self->fd = fd;
@@ -138,6 +141,7 @@ static int reader_init(Reader *self, PyObject *args, PyObject *kwds) {
     self->failed = Py_NewRef(failed);
     self->eof = Py_NewRef(eof);
     self->closing = Py_NewRef(closing);
+    if (ended != Py_None) self->ended = Py_NewRef(ended);
     return 0;
 }
 
@@ -322,6 +326,18 @@ static PyObject *reader_call(Reader *self, PyObject *args, PyObject *kwds) {
         int done = whole_chunks(self, t, (Py_ssize_t)n, &from);
         if (done < 0) return NULL;
         if (done == 1) Py_RETURN_NONE;  /* 2: recorded up to `from`, the last chunk handed on */
+        if (done == 2 && self->ended != NULL) {
+            /* the body is whole: stop recording (what the handler's sink(None, None) does) and say
+               when, instead of handing the handler the last chunk's five bytes to parse */
+            Py_CLEAR(self->pieces);
+            Py_CLEAR(self->marks);
+            Py_CLEAR(self->elided);
+            PyObject *when = PyLong_FromLongLong(t);
+            if (when == NULL) return NULL;
+            PyObject *got = PyObject_CallOneArg(self->ended, when);
+            Py_DECREF(when);
+            return got;
+        }
     }
     PyObject *pair = stamped(t, buf + from, (Py_ssize_t)n - from);
     if (pair == NULL) return NULL;
@@ -372,7 +388,7 @@ static PyMethodDef reader_methods[] = {
 static PyTypeObject ReaderType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "loadgen.transport._kread.Reader",
-    .tp_doc = "Reader(fd, transport, received, plain, failed, eof, closing): a connection's kernel-stamped reads",
+    .tp_doc = "Reader(fd, transport, received, plain, failed, eof, closing[, ended]): a connection's kernel-stamped reads",
     .tp_basicsize = sizeof(Reader),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = PyType_GenericNew,

@@ -166,8 +166,12 @@ def arrival_stamps() -> str:
     return "mixed" if _counts["read_stamped"] else "kernel"
 
 
-# (kernel-stamped read: t, data), (read without a stamp: data), (read error)
-Handlers = tuple[Callable[[int, bytes], None], Callable[[bytes], None], Callable[[OSError], None]]
+# (kernel-stamped read: t, data), (read without a stamp: data), (read error)[, (the C reader recorded a
+# read of data chunks that ended with exactly the last chunk, `0\r\n\r\n`, and stopped recording: t)]
+_Read = Callable[[int, bytes], None]
+_Plain = Callable[[bytes], None]
+_Failed = Callable[[OSError], None]
+Handlers = tuple[_Read, _Plain, _Failed] | tuple[_Read, _Plain, _Failed, Callable[[int], None]]
 
 
 class KernelReader:
@@ -185,14 +189,12 @@ class KernelReader:
         handlers: Handlers,
     ) -> None:
         self.sock, self.fd, self.loop, self.transport = sock, sock.fileno(), loop, transport
-        self.received, self.plain, self.failed = handlers
+        self.received, self.plain, self.failed = handlers[:3]
         self.reading = False
         self.recvmsg = sock.recvmsg
-        self.native = (
-            _kread.Reader(self.fd, transport, self.received, self.plain, self.failed, self._eof, self.stop)
-            if native()
-            else None
-        )
+        ends = handlers[3:]  # the raw client's: a read that ended the body, said with its stamp
+        calls = (self.received, self.plain, self.failed, self._eof, self.stop, *ends)
+        self.native = _kread.Reader(self.fd, transport, *calls) if native() else None
 
     @classmethod
     def attach(
@@ -203,7 +205,9 @@ class KernelReader:
     ) -> KernelReader | None:
         """A reader for the transport's (plain TCP) socket with kernel stamps switched on; None where
         the option does not exist or cannot be set (the transport keeps reading). `handlers`: what gets
-        a kernel-stamped read `(t, data)`, a read without a stamp `(data)`, and a read error."""
+        a kernel-stamped read `(t, data)`, a read without a stamp `(data)`, and a read error; and,
+        optionally, the time of a read the C reader recorded that ended the body (else it hands the
+        last chunk to the first handler)."""
         if SO_TIMESTAMPNS is None or transport.get_extra_info("sslcontext") is not None:
             return None
         raw = transport.get_extra_info("socket")

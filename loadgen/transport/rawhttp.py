@@ -107,7 +107,7 @@ class _Conn(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not an asyncio.Transport subclass
         self.loop = loop = asyncio.get_running_loop()
-        handlers = (self._received, self.data_received, self._read_failed)
+        handlers = (self._received, self.data_received, self._read_failed, self._ended)
         self.kernel = KernelReader.attach(self.transport, loop, handlers)
         if self.kernel is not None:
             self.wfd = self.kernel.fd  # the waker writes on the reader's duplicate: 2 descriptors, as before
@@ -225,6 +225,13 @@ class _Conn(asyncio.Protocol):
         kernel = self.kernel
         if kernel is not None and kernel.native is not None:
             self._sync_sink(kernel)
+
+    def _ended(self, t: int) -> None:
+        """The C reader recorded a read of data chunks that ended with exactly the last chunk,
+        `0\r\n\r\n`, and stopped recording: what `_received` makes of those five bytes (`feed` hands
+        them to `_tail`, which ends the exchange), without parsing them."""
+        self.got_bytes, self.buf = True, b""
+        self._done(t)
 
     def _sync_sink(self, kernel: KernelReader) -> None:
         """Let the C reader record the next read itself when the body is chunked and between chunks

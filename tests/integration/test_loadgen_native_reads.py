@@ -270,3 +270,58 @@ def test_chunked_body_fast_path_agrees_with_the_c_reader_on_marks() -> None:
             reader()
         assert [d for _, d in pieces] == [d for _, d in reads], sample
         assert marks == reads.marks, sample
+
+
+def test_a_read_that_ends_the_body_is_said_with_its_stamp_and_stops_the_recording() -> None:
+    """With an `ended` handler, a read of data chunks and exactly the last chunk is recorded up to the
+    last chunk and `ended(t)` is called with its stamp instead of handing on `0\\r\\n\\r\\n`; the sink is
+    cleared, so the next read is handed on. A read of the last chunk alone is handed on as before."""
+    calls: list[tuple[str, Any]] = []
+    with tcp_pair() as (client, server):
+        reader = _kread.Reader(
+            client.fileno(),
+            Transport(),
+            lambda t, data: calls.append(("received", data)),
+            print,
+            print,
+            print,
+            print,
+            lambda t: calls.append(("ended", t)),
+        )
+        pieces = Reads()
+        reader.sink(pieces, pieces.marks)
+        server.sendall(chunk(TOKEN) + b"0\r\n\r\n")
+        _wait_readable(client)
+        reader()
+        assert [d for _, d in pieces] == [TOKEN]
+        assert calls == [("ended", pieces[0][0])]
+        calls.clear()
+        server.sendall(chunk(TOKEN))
+        _wait_readable(client)
+        reader()  # no sink any more: handed on
+        assert calls == [("received", chunk(TOKEN))]
+        assert len(pieces) == 1
+        calls.clear()
+        reader.sink(pieces, pieces.marks)
+        server.sendall(b"0\r\n\r\n")
+        _wait_readable(client)
+        reader()
+        assert calls == [("received", b"0\r\n\r\n")]
+
+
+async def test_the_raw_client_ends_an_exchange_on_the_c_reader_s_word(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from loadgen.transport import rawhttp
+
+    ended: list[int] = []
+    real = rawhttp._Conn._ended
+
+    def counted(self: Any, t: int) -> None:
+        ended.append(t)
+        real(self, t)
+
+    monkeypatch.setattr(rawhttp._Conn, "_ended", counted)
+    record, _, _, _ = await _one([chunk(TOKEN), chunk(TOKEN) + END])
+    assert (record.outcome, record.output_tokens) == ("ok", 2)
+    assert ended == [record.last_ns]  # the read that held the last token ended the body
