@@ -16,9 +16,10 @@ BENCHMARKS: dict[str, str] = {
     "scaling": "bench.scaling",
     "workers1": "bench.worker_overhead",
     "baseline": "bench.baseline_check",
+    "cpuprofile": "bench.cpu_profile",
 }
 # `python -m bench` with no names: these (scaling needs a many-core host: `python -m bench scaling`)
-DEFAULT: tuple[str, ...] = ("loadgen", "vsgo", "simengine", "exporter", "baseline")
+DEFAULT: tuple[str, ...] = ("loadgen", "vsgo", "cpuprofile", "simengine", "exporter", "baseline")
 
 
 def main(argv: list[str]) -> int:
