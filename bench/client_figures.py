@@ -28,6 +28,7 @@ class Req:
     itl_ms: tuple[float, ...]
     tokens: int
     ok: bool
+    due_ns: int | None = None  # when the request was due, CLOCK_MONOTONIC (None: not scheduled)
 
     def token_times(self) -> list[int]:
         """Arrival of each token-bearing chunk (first token, then the ITLs added up), ns."""
@@ -43,11 +44,12 @@ class Req:
 
 def from_loadgen(line: Mapping[str, Any]) -> Req:
     """A loadgen requests.jsonl line (a plain run: `sent_ns` is perf_counter_ns)."""
-    ttft = line.get("ttft_s")
+    ttft, lag_s = line.get("ttft_s"), line.get("schedule_lag_s")
     return Req(
         rid=str(line["x_request_id"]),
         start_ns=int(line["sent_ns"]),
-        lag_ms=line["schedule_lag_s"] * 1e3 if line.get("schedule_lag_s") is not None else None,
+        lag_ms=lag_s * 1e3 if lag_s is not None else None,
+        due_ns=int(line["sent_ns"]) - round(lag_s * 1e9) if lag_s is not None else None,
         ttft_ms=None if ttft is None else ttft * 1e3,
         itl_ms=tuple(v * 1e3 for v in line.get("itl_s") or ()),
         tokens=int(line.get("output_tokens") or 0),
@@ -63,6 +65,7 @@ def from_refclient(line: Mapping[str, Any]) -> Req:
         rid=str(line["key"]),
         start_ns=start,
         lag_ms=(start - sched) / 1e6 if sched else None,
+        due_ns=sched or None,
         ttft_ms=float(line["ttft_ms"]) if ok or line.get("ttft_ms") else None,
         itl_ms=tuple(float(v) for v in line.get("itl_ms") or ()),
         tokens=int(line.get("out_tokens") or 0),
@@ -81,6 +84,14 @@ def ttft_errors_ms(reqs: Sequence[Req], server_ttft_ms: Mapping[str, float]) -> 
     return [
         r.ttft_ms - server_ttft_ms[r.rid] for r in reqs if r.ttft_ms is not None and r.rid in server_ttft_ms
     ]
+
+
+def arrival_lags_ms(reqs: Sequence[Req], arrivals_ns: Mapping[str, int]) -> list[float]:
+    """The server's arrival stamp minus the client's due time, per request joined on its id: lateness
+    as the engine sees it, stamped by one clock for both clients (each client's own send stamp is taken
+    at a different point: loadgen's after its write, the Go client's before its HTTP client starts)."""
+    due = [(r.rid, r.due_ns) for r in reqs if r.due_ns is not None and r.rid in arrivals_ns]
+    return [(arrivals_ns[rid] - at) / 1e6 for rid, at in due]
 
 
 def gap_errors_ms(reqs: Sequence[Req], true_gaps: Mapping[str, Sequence[float]]) -> list[float]:

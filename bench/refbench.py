@@ -148,6 +148,10 @@ class ServerLog:
         """X-Request-Id -> the server's own TTFT (arrival to first token sent), ms."""
         return {rid: x["ttft_us"] / 1e3 for rid, x in self.lines.items() if x.get("first_mono_ns")}
 
+    def arrivals_ns(self) -> dict[str, int]:
+        """X-Request-Id -> when the server read the request (CLOCK_MONOTONIC ns)."""
+        return {rid: int(x["arrive_mono_ns"]) for rid, x in self.lines.items() if x.get("arrive_mono_ns")}
+
     def gaps_ms(self) -> dict[str, list[float]]:
         """X-Request-Id -> the true gaps between token sends, ms (needs `log_tokens`)."""
         return {

@@ -7,16 +7,18 @@ bench's own process keeps to the others where there are any). Points, each run b
 order that alternates from block to block (VSGO_BLOCKS blocks, default 3; the host's drift hits both):
 open loop at 400 and 800 req/s (constant arrivals, 32 tokens, TTFT 20 ms, TPOT 5 ms, VSGO_SECONDS s,
 default 8) and 64 / 256 / 1,024 back-to-back streams of 256 tokens at TPOT 2 ms for VSGO_SECONDS.
-Figures: CPU per request for the whole process (wait4's rusage) and over the load window (/proc
-samples every 20 ms, first send to last token), TTFT error p99 (client TTFT minus the server's own,
-joined per request), send lag p99, ITL error at 64 streams (the client's ITL p99 minus the true 2 ms;
-also |client gap − true gap| p99 from the server's per-token log), tokens/s at 256 streams as % of ideal
-(streams × 256 / (TTFT + 255 × TPOT), counted between 1 s after the first send and the last send), max
-RSS at 1,024 streams (VSGO_POINTS="rate:400,streams:64" runs only those points). Then the ratio
-table (median of the per-block ratios) and, with VSGO_SWEEP (req/s list, default
-600,800,1000,1200,1600,2000; "none" skips it), where a plain run's lag p99 crosses
-2 ms. VSGO_BEFORE=PATH adds a third client, `loadgen@before`, the loadgen source tree at PATH (a
-before/after comparison on one host). With no Go and no built binaries, prints why and skips.
+Figures: CPU per request for the whole process (wait4's rusage) and over the load window (/proc samples
+every 20 ms, first send to last token), TTFT error p99 (client TTFT minus the server's own, joined per
+request), send lag p99 (each client's own stamp: loadgen's after its write, the Go client's before its
+HTTP client starts the request) and arrival lag p99 (the server's arrival stamp minus the due time: one
+clock for both, the lateness the engine sees), ITL error at 64 streams (the client's ITL p99 minus the
+true 2 ms; also |client gap − true gap| p99 from the server's per-token log), tokens/s at 256 streams as
+% of ideal (streams × 256 / (TTFT + 255 × TPOT), counted between 1 s after the first send and the last
+send), max RSS at 1,024 streams (VSGO_POINTS="rate:400,streams:64" runs only those points). Then the
+ratio table (median of the per-block ratios) and, with VSGO_SWEEP (req/s list, default
+600,800,1000,1200,1600,2000; "none" skips it), where a plain run's lag p99 crosses 2 ms.
+VSGO_BEFORE=PATH adds a third client, `loadgen@before`, the loadgen source tree at PATH (a before/after
+comparison on one host). With no Go and no built binaries, prints why and skips.
 
 loadgen runs on an interpreter of its own environment, as a user who installs it on its own (pipx, a
 venv of its own; docs/client-cost.md) runs it: a venv of this Python made for the bench, which sees this
@@ -37,7 +39,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench import client_figures as cf
@@ -69,6 +71,7 @@ class Outcome:
     max_rss_mb: float
     server_ttft_ms: dict[str, float]
     true_gaps_ms: dict[str, list[float]]
+    arrivals_ns: dict[str, int] = field(default_factory=dict)  # the server's arrival stamp of each request
 
 
 class CpuSampler:
@@ -188,7 +191,7 @@ def run_client(
                 ARRIVAL_STAMPS.setdefault(client, set()).add(str(stamps or "read (not recorded)"))
     lo, hi = cf.load_window(reqs)
     window = cf.window_cpu_s(samples, lo, hi)
-    return Outcome(reqs, whole, window, rss, log.ttft_ms(), log.gaps_ms())
+    return Outcome(reqs, whole, window, rss, log.ttft_ms(), log.gaps_ms(), log.arrivals_ns())
 
 
 def figures(point: tuple[str, int], got: Outcome) -> dict[str, float]:
@@ -201,6 +204,7 @@ def figures(point: tuple[str, int], got: Outcome) -> dict[str, float]:
         out[f"CPU ms/request at {n} req/s, load window"] = got.window_cpu_s * 1e3 / count
         out[f"TTFT error p99 at {n} req/s, ms"] = cf.p(cf.ttft_errors_ms(reqs, got.server_ttft_ms), 99)
         out[f"send lag p99 at {n} req/s, ms"] = cf.p((r.lag_ms for r in reqs if r.lag_ms is not None), 99)
+        out[f"arrival lag p99 at {n} req/s, ms"] = cf.p(cf.arrival_lags_ms(reqs, got.arrivals_ns), 99)
     elif n == 64:
         out["ITL error p99 at 64 streams (ITL p99 - 2 ms)"] = cf.itl_excess_ms(reqs, TPOT_STREAM_MS)
         out["|gap error| p99 at 64 streams, ms"] = cf.p(cf.gap_errors_ms(reqs, got.true_gaps_ms), 99)

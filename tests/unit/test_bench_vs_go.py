@@ -171,6 +171,20 @@ def test_server_log_gives_truth_ttft_and_gaps() -> None:
     assert log.truth() == {"a": [21_000_000, 23_000_000, 25_500_000]}
     assert log.ttft_ms() == {"a": 20.0}
     assert log.gaps_ms() == {"a": [2.0, 2.5]}
+    assert log.arrivals_ns() == {"a": 1_000_000}  # b never arrived
+
+
+def test_arrival_lag_is_the_server_s_stamp_minus_each_client_s_due_time() -> None:
+    # the Go client stamps its start before its HTTP client writes, loadgen after its write: the same
+    # request due at 999.5 ms and read by the server at 1000.2 ms is 0.7 ms late for both
+    go = cf.from_refclient(_go("g", 999_900_000, 20.0, [], sched=999_500_000))
+    lg = cf.from_loadgen(_lg("l", 1_000_100_000, 0.020, [], lag_s=0.0006))
+    assert (go.due_ns, lg.due_ns) == (999_500_000, 999_500_000)
+    arrivals = {"g": 1_000_200_000, "l": 1_000_200_000}
+    assert cf.arrival_lags_ms([go, lg], arrivals) == [pytest.approx(0.7), pytest.approx(0.7)]
+    unscheduled = cf.from_refclient(_go("u", 5, 1.0, []))  # concurrency mode: no due time
+    assert unscheduled.due_ns is None
+    assert cf.arrival_lags_ms([unscheduled, go], {"u": 9, "x": 1}) == []  # g never reached the server
 
 
 def test_points_default_to_all_and_a_bad_one_is_named() -> None:
