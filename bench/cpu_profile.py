@@ -196,14 +196,15 @@ def table(profile: Profile, whole_ms: float, requests: int, top: int = 12) -> li
 
 
 def perf_command(env: dict[str, str]) -> list[str] | str:
-    """The perf command (PERF, default `perf`), or a one-line reason it cannot sample here."""
+    """The perf command (PERF, default `perf`), or a one-line reason it cannot record call chains here
+    (not installed, `perf_event_paranoid`, no permission): a `perf record -g` of `true` is tried."""
     perf = shlex.split(env.get("PERF", "perf"))
-    try:
-        probe = subprocess.run(
-            [*perf, "stat", "-e", "task-clock", "true"], capture_output=True, text=True, timeout=30
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"{shlex.join(perf)} cannot run: {exc}"
+    with tempfile.TemporaryDirectory() as d:
+        probe_cmd = [*perf, "record", "-q", "-g", "-F", "99", "-o", str(Path(d) / "probe.data"), "--", "true"]
+        try:
+            probe = subprocess.run(probe_cmd, capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"{shlex.join(perf)} cannot run: {exc}"
     if probe.returncode != 0:
         why = (probe.stderr.strip().splitlines() or ["no output"])[-1]
         return f"{shlex.join(perf)} cannot sample here (exit {probe.returncode}): {why[:160]}"
@@ -225,15 +226,18 @@ def profile_run(
         data = str(Path(d) / "perf.data")
         loadgen = [vs_go.PYTHON[0], "-c", vs_go.LOADGEN, *vs_go.loadgen_args(server.url, d, point, seconds)]
         cmd = [*perf, "record", "-q", "-F", str(freq), "-g", "-o", data, "--", *loadgen]
-        subprocess.run(
+        done = subprocess.run(
             cmd,
             preexec_fn=vs_go.pin([cores[0]]),
             env=env,
             cwd=TREE,
-            check=True,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
         )
+        if done.returncode != 0:
+            why = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            raise RuntimeError(f"perf record of the run exited {done.returncode}: {why[:200]}")
         server.stop()
         script = subprocess.Popen(
             [*perf, "script", "-i", data, "-F", "comm,tid,period,ip,sym,dso"],
@@ -275,7 +279,11 @@ def main() -> None:
             ("a 1-request run", rate, 1 / rate),
             (f"{rate} req/s for {seconds:g} s", rate, seconds),
         ):
-            profile, whole_ms, requests = profile_run(perf, tools, cores, r, s, freq)
+            try:
+                profile, whole_ms, requests = profile_run(perf, tools, cores, r, s, freq)
+            except RuntimeError as exc:  # perf or the run failed: say so, as the other benches do
+                print(f"cpuprofile: {label}: not profiled, {exc}")
+                return
             print(f"cpuprofile: {label} ({requests} requests)")
             for line in table(profile, whole_ms, requests):
                 print(line, flush=True)
