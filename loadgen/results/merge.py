@@ -21,6 +21,7 @@ from loadgen.results.record import Written, write_run
 from loadgen.results.rundir import line_text
 from loadgen.results.shard_record import MergeError, ShardRecord, check_one_run, shortfalls
 from loadgen.results.summary import achieved_rate, record_from_line
+from loadgen.run.client_cpu import merged as merged_cpu
 from loadgen.stats import NS, describe, summarize
 from loadgen.workload.shard import schedule_fingerprint
 
@@ -163,6 +164,9 @@ def _summary(
             "max_s": max(x["max_s"] for x in stalls),
             "threshold_s": stalls[0]["threshold_s"],
         }
+    cpu = merged_cpu({str(s.index): s.summary["client_cpu"] for s in shards if s.summary.get("client_cpu")})
+    if cpu is not None:
+        extra["client_cpu"] = cpu
     stats = summarize(records, cfg.get("slo") or {})
     extra["cache"] = merged_cache_facts(records, stats["total_input_tokens"])
     return {**head, **stats, **extra, "shards": facts}

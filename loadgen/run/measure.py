@@ -24,6 +24,7 @@ from loadgen.prefix_cache import SentBlocks
 from loadgen.records import RequestRecord
 from loadgen.results.journal import Journal
 from loadgen.run.backlog import Backlog, Bound, held_bytes, warning
+from loadgen.run.client_cpu import ClientCpu
 from loadgen.run.progress import Counts, Progress
 from loadgen.run.stalls import Stalls
 from loadgen.stats import NS, meets_slo
@@ -85,6 +86,7 @@ class Run:
         self.start_at = start_at  # a common wall-clock start (shards), else 5 ms from now
         self.fd_said = False  # the open-files limit was said to bind (once a run)
         self.stalls = Stalls()  # host stalls: the event loop not running (loadgen/run/stalls.py)
+        self.cpu = ClientCpu()  # what the load cost loadgen itself (`client_cpu` in the summary)
 
     def on_done(self, record: RequestRecord) -> None:
         """A request finished: queue it for parsing (kept off the hot path while streams run)."""
@@ -231,6 +233,7 @@ class Run:
     async def dispatch(self, target: Target, workload: Any, model: str, schedule: list[int]) -> None:
         """Send every scheduled request (cancelled by `request_stop`); fills start_ns and `sent`."""
         assert self.dispatcher is not None
+        self.cpu.start()
         if getattr(workload, "name", None) == "sessions":  # closed-loop turns: loadgen.run.sessions
             from loadgen.run.sessions import drive_sessions
 
@@ -333,8 +336,10 @@ async def execute(
             await drain_until_stopped(run)
         await run.dispatcher.drain(cancel=True)
         await run.finished_queue.join()  # every request parsed and accounted
+        run.cpu.stop()
         return run.start_ns, run.sent.value()
     finally:
+        run.cpu.stop()  # a load cut short (cancelled, failed) ends here
         sys.setswitchinterval(switch_interval)
         run.dispatcher.waker.close()
         monitor.cancel()

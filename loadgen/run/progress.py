@@ -136,6 +136,7 @@ def summary_table(s: dict[str, Any]) -> str:
         row(f"P90 {short} (ms):", _ms(d["p90"]))
         row(f"P99 {short} (ms):", _ms(d["p99"]))
     rows += cache_rows(s.get("cache") or {})
+    rows += cpu_rows(s.get("client_cpu") or {})
     rows.append(_section("", fill="="))
     rows.extend(traffic_lines(s))  # a trace's schedule fidelity, sessions' TTFT by turn
     if (sat := s.get("client_saturated") or {}).get("saturated"):
@@ -163,6 +164,21 @@ def cache_rows(cache: dict[str, Any]) -> list[str]:
         (f"Implied bound ({block}):", _pct(implied.get("hit_ratio"))),
     ]
     return [_section("Prefix Cache Hit Ratio"), *(f"{label:<40} {value:<10}" for label, value in lines)]
+
+
+def cpu_rows(cpu: dict[str, Any]) -> list[str]:
+    """What the load cost loadgen itself (summary `client_cpu`); nothing for a run without it."""
+    if cpu.get("load_s") is None:
+        return []
+    per = cpu.get("load_ms_per_request")
+    cores = cpu.get("load_cores")
+    lines = [
+        ("CPU over the load (s):", f"{cpu['load_s']:.2f}"),
+        ("CPU per request (ms):", "-" if per is None else f"{per:.3f}"),
+        ("Cores kept busy over the load:", "-" if cores is None else f"{cores:.2f}"),
+    ]
+    rows = [f"{label:<40} {value:<10}" for label, value in lines]
+    return [_section("Client Cost (loadgen's own CPU)"), *rows]
 
 
 def saturation_line(sat: dict[str, Any]) -> str:

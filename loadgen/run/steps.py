@@ -194,6 +194,8 @@ def _record(ctx: RunContext, prep: Prepared, measured: Measured, run: Run) -> Ru
     )
     summary["client_saturated"] = run.backlog.report()
     summary["host_stalls"] = run.stalls.report(records)
+    if (cpu := run.cpu.report(len(records))) is not None:
+        summary["client_cpu"] = cpu
     summary.update(traffic_summary(ctx.workload, records))
     if itl_missing is not None:
         summary["itl_s"]["incomplete"] = f"ITLs of journaled requests unreadable: {itl_missing}"

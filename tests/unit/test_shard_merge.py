@@ -135,6 +135,20 @@ def test_shards_without_saturation_figures_merge_without_them() -> None:
     assert "client_saturated" not in merged.summary
 
 
+def test_the_merged_client_cpu_adds_up_the_workers_and_keeps_each_one_s() -> None:
+    a, b = shard(0, base_ns=5 * NS), shard(1, base_ns=900 * NS)
+    a.summary["client_cpu"] = {"load_s": 1.0, "load_ms_per_request": 0.5, "load_cores": 0.25, "total_s": 1.2,
+                               "requests": 2000}  # fmt: skip
+    b.summary["client_cpu"] = {"load_s": 3.0, "load_ms_per_request": 1.5, "load_cores": 0.75, "total_s": 3.3,
+                               "requests": 2000}  # fmt: skip
+    cpu = merge([a, b]).summary["client_cpu"]
+    assert (cpu["load_s"], cpu["load_cores"], cpu["requests"]) == (4.0, 1.0, 4000)
+    assert cpu["load_ms_per_request"] == pytest.approx(1.0)
+    assert cpu["total_s"] == pytest.approx(4.5)
+    assert cpu["shards"] == {"0": a.summary["client_cpu"], "1": b.summary["client_cpu"]}
+    assert "client_cpu" not in merge([shard(0, base_ns=5 * NS), shard(1, base_ns=900 * NS)]).summary
+
+
 def test_merged_cache_facts_are_the_reported_tokens_of_every_shard_not_shard_0s_counters() -> None:
     shards = [shard(0, 5 * NS), shard(1, 9 * NS)]
     shards[0].manifest["cache"] = {"flushed": True, "method": "restart", "detail": "", "hit_ratio": 0.9}
