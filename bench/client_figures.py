@@ -223,6 +223,25 @@ def absolute_targets(per_block: Mapping[str, Sequence[float]]) -> list[str]:
     return lines
 
 
+def own_cpu_lines(blocks: Sequence[Mapping[str, float]]) -> list[str]:
+    """loadgen's own `client_cpu` per request (its summary) beside the bench's load-window figure for
+    the same runs, one line a rate: medians over the blocks that have both."""
+    lines = []
+    own_keys = sorted({k for b in blocks for k in b if k.startswith("own client_cpu ms/request at ")})
+    for own_key in own_keys:
+        rate = own_key.removeprefix("own client_cpu ms/request at ")  # "400 req/s"
+        window_key = f"CPU ms/request at {rate}, load window"
+        pairs = [(b[own_key], b[window_key]) for b in blocks if own_key in b and window_key in b]
+        if not pairs:
+            continue
+        own, window = median(o for o, _ in pairs), median(w for _, w in pairs)
+        lines.append(
+            f"its own client_cpu at {rate}: {own:.3f} ms/request over its load, the bench's load window"
+            f" {window:.3f} (own / bench {own / window:.2f}; median of {len(pairs)} blocks)"
+        )
+    return lines
+
+
 def lag_crossing(points: Sequence[tuple[float, float]], limit_ms: float = 2.0) -> str:
     """From (rate, lag p99 ms) points: the first rate whose lag p99 reaches `limit_ms`, with the last
     rate below it, as a line."""

@@ -72,6 +72,7 @@ class Outcome:
     server_ttft_ms: dict[str, float]
     true_gaps_ms: dict[str, list[float]]
     arrivals_ns: dict[str, int] = field(default_factory=dict)  # the server's arrival stamp of each request
+    own_cpu_ms: float | None = None  # loadgen's own client_cpu.load_ms_per_request (its summary)
 
 
 class CpuSampler:
@@ -169,7 +170,7 @@ def run_client(
         RefServer(tools, [cores[1]], TTFT_MS, tpot, log_tokens) as server,
         tempfile.TemporaryDirectory() as d,
     ):
-        env = dict(os.environ)
+        env, own_cpu = dict(os.environ), None
         if client == GO:
             out = str(Path(d) / "go.jsonl")
             cmd = [str(tools.client), *go_args(server.url, out, point, seconds)]
@@ -189,9 +190,11 @@ def run_client(
             for manifest in Path(d).glob("*/manifest.json"):
                 stamps = read_manifest(manifest).client.arrival_stamps
                 ARRIVAL_STAMPS.setdefault(client, set()).add(str(stamps or "read (not recorded)"))
+            for summary in Path(d).glob("*/summary.json"):
+                own_cpu = (json.loads(summary.read_text()).get("client_cpu") or {}).get("load_ms_per_request")
     lo, hi = cf.load_window(reqs)
     window = cf.window_cpu_s(samples, lo, hi)
-    return Outcome(reqs, whole, window, rss, log.ttft_ms(), log.gaps_ms(), log.arrivals_ns())
+    return Outcome(reqs, whole, window, rss, log.ttft_ms(), log.gaps_ms(), log.arrivals_ns(), own_cpu)
 
 
 def figures(point: tuple[str, int], got: Outcome) -> dict[str, float]:
@@ -205,6 +208,8 @@ def figures(point: tuple[str, int], got: Outcome) -> dict[str, float]:
         out[f"TTFT error p99 at {n} req/s, ms"] = cf.p(cf.ttft_errors_ms(reqs, got.server_ttft_ms), 99)
         out[f"send lag p99 at {n} req/s, ms"] = cf.p((r.lag_ms for r in reqs if r.lag_ms is not None), 99)
         out[f"arrival lag p99 at {n} req/s, ms"] = cf.p(cf.arrival_lags_ms(reqs, got.arrivals_ns), 99)
+        if got.own_cpu_ms is not None:  # loadgen's summary (a tree from before client_cpu has none)
+            out[f"own client_cpu ms/request at {n} req/s"] = got.own_cpu_ms
     elif n == 64:
         out["ITL error p99 at 64 streams (ITL p99 - 2 ms)"] = cf.itl_excess_ms(reqs, TPOT_STREAM_MS)
         out["|gap error| p99 at 64 streams, ms"] = cf.p(cf.gap_errors_ms(reqs, got.true_gaps_ms), 99)
@@ -446,6 +451,8 @@ def report(
             if per:
                 print(f"{ours}: {name} per block: {' / '.join(f'{v:.3f}' for v in per)}")
         for line in cf.absolute_targets(per_block):
+            print(f"{ours}: {line}")
+        for line in cf.own_cpu_lines(got[ours]):
             print(f"{ours}: {line}")
     if rates:
         print("\nplain-run lag sweep (loadgen, constant arrivals, 32 tokens):")

@@ -265,3 +265,15 @@ def test_loadgen_s_own_environment_imports_this_one_s_packages_without_their_sta
     assert not (ours - bare - {"site"}) & hooked, (ours - bare) & hooked
     # where this environment has hooks that import something, the host interpreter does import it
     assert (host - bare - {"site"}) & hooked or not hooked - {"os", "sys", "site"}
+
+
+def test_loadgen_s_own_cpu_figure_is_set_beside_the_bench_s_window() -> None:
+    blocks = [
+        {"own client_cpu ms/request at 400 req/s": 0.50, "CPU ms/request at 400 req/s, load window": 0.48},
+        {"own client_cpu ms/request at 400 req/s": 0.54, "CPU ms/request at 400 req/s, load window": 0.52},
+        {"CPU ms/request at 800 req/s, load window": 0.40},  # a tree from before client_cpu: no line
+    ]
+    (line,) = cf.own_cpu_lines(blocks)
+    assert line.startswith("its own client_cpu at 400 req/s: 0.520 ms/request over its load")
+    assert "load window 0.500 (own / bench 1.04; median of 2 blocks)" in line
+    assert cf.own_cpu_lines([{"CPU ms/request at 400 req/s, load window": 0.4}]) == []
