@@ -4,10 +4,12 @@ loadgen runs as `bench vsgo` runs it (a plain run through the console script, on
 own, pinned to one core, against the reference server on another: `bench.vs_go`), under `perf record`
 (cpu-clock samples with call chains, PERF_FREQ a second, default 4999). On Python 3.12+ the interpreter's
 perf trampoline (`PYTHONPERFSUPPORT=1`) puts each Python function on the call chain as
-`py::<qualname>:<file>`, so every sample is charged to one area of loadgen: the innermost frame on its
-chain that belongs to an area (AREAS, in that order of precedence), else to the C code it ran in (the
-event loop, the kernel) with no Python frame under it. Two runs: one of a single request (what any run
-pays, start-up and record) and one at CPUPROF_RATE req/s (default 400) for CPUPROF_SECONDS (default 8).
+`py::<qualname>:<file>`, so every sample is charged to one area of loadgen: the area of the innermost
+frame on its chain that belongs to one (AREAS), else "other loadgen Python" where loadgen's Python is on
+the chain, else the event loop and the kernel (no Python frame of loadgen's: epoll, wake-ups, uvloop); a
+thread other than the main one (the C writer, the send-time waker) is its own area. Two runs: one of a
+single request (what any run pays, start-up and record) and one at CPUPROF_RATE req/s (default 400) for
+CPUPROF_SECONDS (default 8).
 
 Prints, per run: its CPU without the profiler (wait4) and as sampled (the trampoline and sampling add
 some), the share of samples by where the code lives (kernel, interpreter, event loop, loadgen's C
