@@ -21,7 +21,6 @@ from loadgen.results.record import Written, write_run
 from loadgen.results.rundir import line_text
 from loadgen.results.shard_record import MergeError, ShardRecord, check_one_run, shortfalls
 from loadgen.results.summary import achieved_rate, record_from_line
-from loadgen.run.client_cpu import merged as merged_cpu
 from loadgen.stats import NS, describe, summarize
 from loadgen.workload.shard import schedule_fingerprint
 
@@ -164,12 +163,34 @@ def _summary(
             "max_s": max(x["max_s"] for x in stalls),
             "threshold_s": stalls[0]["threshold_s"],
         }
-    cpu = merged_cpu({str(s.index): s.summary["client_cpu"] for s in shards if s.summary.get("client_cpu")})
+    cpu = merged_client_cpu(
+        {str(s.index): s.summary["client_cpu"] for s in shards if s.summary.get("client_cpu")}
+    )
     if cpu is not None:
         extra["client_cpu"] = cpu
     stats = summarize(records, cfg.get("slo") or {})
     extra["cache"] = merged_cache_facts(records, stats["total_input_tokens"])
     return {**head, **stats, **extra, "shards": facts}
+
+
+def merged_client_cpu(shards: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """A `--workers` run's `client_cpu` (loadgen.run.client_cpu) from its shards' (by shard index): CPU
+    and cores summed (the workers ran side by side), per request over every shard's requests, and each
+    shard's own."""
+    if not shards:
+        return None
+    values = list(shards.values())
+    load = sum(v.get("load_s") or 0.0 for v in values)
+    requests = sum(v.get("requests") or 0 for v in values)
+    cores = [v["load_cores"] for v in values if v.get("load_cores") is not None]
+    return {
+        "load_s": round(load, 6),
+        "load_ms_per_request": round(load * 1e3 / requests, 6) if requests else None,
+        "load_cores": round(sum(cores), 4) if cores else None,
+        "total_s": round(sum(v.get("total_s") or 0.0 for v in values), 6),
+        "requests": requests,
+        "shards": shards,
+    }
 
 
 def client_saturation(shards: Sequence[ShardRecord]) -> dict[str, Any] | None:

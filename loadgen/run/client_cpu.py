@@ -46,22 +46,3 @@ class ClientCpu:
             "total_s": round(time.process_time_ns() / 1e9, 6),
             "requests": requests,
         }
-
-
-def merged(shards: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
-    """A `--workers` run's `client_cpu` from its shards' (by shard index): CPU and cores summed (the
-    workers ran side by side), per request over every shard's requests, and each shard's own."""
-    if not shards:
-        return None
-    values = list(shards.values())
-    load = sum(v.get("load_s") or 0.0 for v in values)
-    requests = sum(v.get("requests") or 0 for v in values)
-    cores = [v["load_cores"] for v in values if v.get("load_cores") is not None]
-    return {
-        "load_s": round(load, 6),
-        "load_ms_per_request": round(load * 1e3 / requests, 6) if requests else None,
-        "load_cores": round(sum(cores), 4) if cores else None,
-        "total_s": round(sum(v.get("total_s") or 0.0 for v in values), 6),
-        "requests": requests,
-        "shards": shards,
-    }

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.run.client_cpu import ClientCpu, merged
+from loadgen.results.merge import merged_client_cpu as merged
+from loadgen.run.client_cpu import ClientCpu
 from loadgen.run.progress import cpu_rows, summary_table
 
 REPO = Path(__file__).resolve().parents[2]
