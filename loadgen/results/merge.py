@@ -189,6 +189,11 @@ def merged_client_cpu(shards: dict[str, dict[str, Any]]) -> dict[str, Any] | Non
         "load_cores": round(sum(cores), 4) if cores else None,
         "total_s": round(sum(v.get("total_s") or 0.0 for v in values), 6),
         "requests": requests,
+        **(
+            {"embedded_engine_s": round(sum(v.get("embedded_engine_s") or 0.0 for v in values), 6)}
+            if any("embedded_engine_s" in v for v in values)
+            else {}
+        ),
         "shards": shards,
     }
 

@@ -177,6 +177,8 @@ def cpu_rows(cpu: dict[str, Any]) -> list[str]:
         ("CPU per request (ms):", "-" if per is None else f"{per:.3f}"),
         ("Cores kept busy over the load:", "-" if cores is None else f"{cores:.2f}"),
     ]
+    if cpu.get("embedded_engine_s") is not None:  # --target sim: the engine's thread, left out above
+        lines.append(("Embedded engine's CPU, left out (s):", f"{cpu['embedded_engine_s']:.2f}"))
     rows = [f"{label:<40} {value:<10}" for label, value in lines]
     return [_section("Client Cost (loadgen's own CPU)"), *rows]
 

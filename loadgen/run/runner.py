@@ -18,6 +18,7 @@ from typing import Any
 from loadgen.config import ConfigError, RunConfig
 from loadgen.records import RunResult
 from loadgen.results.rundir import probe_writable
+from loadgen.run.client_cpu import not_ours
 from loadgen.run.context import OnResult, RunContext
 from loadgen.run.measure import route_signals
 from loadgen.run.reach import preflight
@@ -45,7 +46,8 @@ def embedded_engine(config: RunConfig) -> Iterator[str | None]:
     engine = EmbeddedEngine(list(config.sim_args))
     engine.start()
     try:
-        yield str(engine.base_url)
+        with not_ours(engine.cpu_ns):  # the engine's CPU is not the client's (`client_cpu`)
+            yield str(engine.base_url)
     finally:
         engine.stop()
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from loadgen.results.merge import merged_client_cpu as merged
-from loadgen.run.client_cpu import ClientCpu
+from loadgen.run.client_cpu import ClientCpu, not_ours
 from loadgen.run.progress import cpu_rows, summary_table
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,6 +51,24 @@ def test_the_load_is_the_cpu_between_start_and_stop_whatever_comes_after() -> No
     assert cpu.report(0)["load_ms_per_request"] is None  # type: ignore[index]
 
 
+def test_cpu_an_in_process_engine_spent_is_left_out_and_given_beside() -> None:
+    theirs = [0]
+    cpu = ClientCpu()
+    with not_ours(lambda: theirs[0]):
+        cpu.start()
+        _spin(0.06)
+        theirs[0] = 40_000_000  # of the 60 ms spun, 40 were the engine's thread's
+        cpu.stop()
+        got = cpu.report(10)
+    assert got is not None
+    assert got["embedded_engine_s"] == 0.04
+    assert 0.015 <= got["load_s"] < 0.045  # ~20 ms ours (a busy host adds)
+    plain = ClientCpu()
+    plain.start()
+    plain.stop()
+    assert "embedded_engine_s" not in (plain.report(1) or {})  # no engine in this process
+
+
 def test_merged_shards_sum_and_an_empty_set_is_none() -> None:
     assert merged({}) is None
     one = {"load_s": 2.0, "load_ms_per_request": 1.0, "load_cores": None, "total_s": 2.5, "requests": 2000}
@@ -66,6 +84,11 @@ def test_the_console_summary_shows_the_client_cost_only_when_there_is_one() -> N
     assert rows[2].split()[-1] == "0.375"
     assert rows[3].split()[-1] == "0.19"
     assert cpu_rows({}) == []
+    with_engine = cpu_rows(
+        {"load_s": 1.0, "load_ms_per_request": 0.5, "load_cores": 0.1, "embedded_engine_s": 2.5}
+    )
+    assert with_engine[-1].split()[-1] == "2.50"
+    assert "left out" in with_engine[-1]
 
 
 @pytest.mark.timeout(60)
@@ -96,3 +119,20 @@ def test_a_whole_run_reports_cpu_the_kernel_counted_for_its_process(tmp_path: Pa
     table = summary_table(summary)  # the console's summary: the section, before the closing line
     assert f"CPU over the load (s):{' ' * 19}{cpu['load_s']:.2f}" in table
     assert table.index("Client Cost") < table.rindex("=" * 50)
+
+
+@pytest.mark.timeout(90)
+def test_a_run_on_the_embedded_engine_leaves_the_engine_s_cpu_out(tmp_path: Path) -> None:
+    args = ["run", "--target", "sim", "--num-prompts", "20", "--rate", "40", "--output-len", "fixed:8"]
+    args += ["--quiet", "--json", "--linger", "0", "--metrics-port", "0", "--results-dir", str(tmp_path)]
+    code = "import sys; from loadgen.cli.main import main; sys.argv = ['loadgen', *sys.argv[1:]]; main()"
+    child = subprocess.Popen(
+        [sys.executable, "-c", code, *args], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    _, status, usage = os.wait4(child.pid, 0)
+    out = child.stdout.read() if child.stdout else b""
+    assert os.waitstatus_to_exitcode(status) == 0, child.stderr.read() if child.stderr else ""
+    cpu = json.loads(out)["client_cpu"]
+    assert cpu["embedded_engine_s"] > 0  # the engine served 20 streams from its thread
+    assert cpu["load_s"] > 0
+    assert cpu["load_s"] + cpu["embedded_engine_s"] <= usage.ru_utime + usage.ru_stime + 0.01
