@@ -197,6 +197,11 @@ def table(profile: Profile, whole_ms: float, requests: int, top: int = 12) -> li
     return [*lines, f"  hottest code (self): {hottest}"]
 
 
+def _last_line(stderr: str) -> str:
+    """What a failed perf said last (its error), cut to one short line."""
+    return (stderr.strip().splitlines() or ["no output"])[-1][:160]
+
+
 def perf_command(env: dict[str, str]) -> list[str] | str:
     """The perf command (PERF, default `perf`), or a one-line reason it cannot record call chains here
     (not installed, `perf_event_paranoid`, no permission): a `perf record -g` of `true` is tried."""
@@ -208,8 +213,7 @@ def perf_command(env: dict[str, str]) -> list[str] | str:
         except (OSError, subprocess.TimeoutExpired) as exc:
             return f"{shlex.join(perf)} cannot run: {exc}"
     if probe.returncode != 0:
-        why = (probe.stderr.strip().splitlines() or ["no output"])[-1]
-        return f"{shlex.join(perf)} cannot sample here (exit {probe.returncode}): {why[:160]}"
+        return f"{shlex.join(perf)} cannot sample here (exit {probe.returncode}): {_last_line(probe.stderr)}"
     return perf
 
 
@@ -224,9 +228,8 @@ def profile_run(
         tempfile.TemporaryDirectory() as d,
     ):
         env = dict(os.environ, PYTHONPERFSUPPORT="1")
-        env["PYTHONPATH"] = os.pathsep.join([TREE, *vs_go.PATHS]).rstrip(os.pathsep)
         data = str(Path(d) / "perf.data")
-        loadgen = [vs_go.PYTHON[0], "-c", vs_go.LOADGEN, *vs_go.loadgen_args(server.url, d, point, seconds)]
+        loadgen = vs_go.loadgen_command(TREE, env, server.url, d, point, seconds)
         cmd = [*perf, "record", "-q", "-F", str(freq), "-g", "-o", data, "--", *loadgen]
         done = subprocess.run(
             cmd,
@@ -238,8 +241,7 @@ def profile_run(
             text=True,
         )
         if done.returncode != 0:
-            why = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            raise RuntimeError(f"perf record of the run exited {done.returncode}: {why[:200]}")
+            raise RuntimeError(f"perf record of the run exited {done.returncode}: {_last_line(done.stderr)}")
         server.stop()
         script = subprocess.Popen(
             [*perf, "script", "-i", data, "-F", "comm,tid,period,ip,sym,dso"],

@@ -160,6 +160,16 @@ PYTHON: list[str] = [sys.executable]
 PATHS: list[str] = []
 
 
+def loadgen_command(
+    tree: str, env: dict[str, str], url: str, out: str, point: tuple[str, int], seconds: float
+) -> list[str]:
+    """The plain `loadgen run` of the loadgen at `tree` for a point, on loadgen's interpreter (PYTHON),
+    with `env`'s PYTHONPATH set to that tree and the packages' folders (PATHS); run it from `tree`."""
+    paths = [tree, *(PATHS or [env.get("PYTHONPATH", "")])]
+    env["PYTHONPATH"] = os.pathsep.join(paths).rstrip(os.pathsep)
+    return [PYTHON[0], "-c", LOADGEN, *loadgen_args(url, out, point, seconds)]
+
+
 def run_client(
     client: str, tools: Tools, point: tuple[str, int], seconds: float, cores: tuple[int, int]
 ) -> Outcome:
@@ -175,9 +185,7 @@ def run_client(
             out = str(Path(d) / "go.jsonl")
             cmd = [str(tools.client), *go_args(server.url, out, point, seconds)]
         else:
-            paths = [client, *(PATHS or [env.get("PYTHONPATH", "")])]
-            env["PYTHONPATH"] = os.pathsep.join(paths).rstrip(os.pathsep)
-            cmd = [PYTHON[0], "-c", LOADGEN, *loadgen_args(server.url, d, point, seconds)]
+            cmd = loadgen_command(client, env, server.url, d, point, seconds)
         # `python -c` puts its working folder first on sys.path: run a loadgen from its own tree
         whole, rss, samples = run_process(cmd, [cores[0]], env, None if client == GO else client)
         log = server.stop()
