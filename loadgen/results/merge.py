@@ -183,19 +183,16 @@ def merged_client_cpu(shards: dict[str, dict[str, Any]]) -> dict[str, Any] | Non
     load = sum(v.get("load_s") or 0.0 for v in values)
     requests = sum(v.get("requests") or 0 for v in values)
     cores = [v["load_cores"] for v in values if v.get("load_cores") is not None]
-    return {
+    out = {
         "load_s": round(load, 6),
         "load_ms_per_request": round(load * 1e3 / requests, 6) if requests else None,
         "load_cores": round(sum(cores), 4) if cores else None,
         "total_s": round(sum(v.get("total_s") or 0.0 for v in values), 6),
         "requests": requests,
-        **(
-            {"embedded_engine_s": round(sum(v.get("embedded_engine_s") or 0.0 for v in values), 6)}
-            if any("embedded_engine_s" in v for v in values)
-            else {}
-        ),
-        "shards": shards,
     }
+    if any("embedded_engine_s" in v for v in values):
+        out["embedded_engine_s"] = round(sum(v.get("embedded_engine_s") or 0.0 for v in values), 6)
+    return {**out, "shards": shards}
 
 
 def client_saturation(shards: Sequence[ShardRecord]) -> dict[str, Any] | None:

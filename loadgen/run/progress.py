@@ -163,7 +163,7 @@ def cache_rows(cache: dict[str, Any]) -> list[str]:
         ("Engine cache counters (over the run):", _pct(cache.get("hit_ratio"))),
         (f"Implied bound ({block}):", _pct(implied.get("hit_ratio"))),
     ]
-    return [_section("Prefix Cache Hit Ratio"), *(f"{label:<40} {value:<10}" for label, value in lines)]
+    return _titled("Prefix Cache Hit Ratio", lines)
 
 
 def cpu_rows(cpu: dict[str, Any]) -> list[str]:
@@ -179,8 +179,12 @@ def cpu_rows(cpu: dict[str, Any]) -> list[str]:
     ]
     if cpu.get("embedded_engine_s") is not None:  # --target sim: the engine's thread, left out above
         lines.append(("Embedded engine's CPU, left out (s):", f"{cpu['embedded_engine_s']:.2f}"))
-    rows = [f"{label:<40} {value:<10}" for label, value in lines]
-    return [_section("Client Cost (loadgen's own CPU)"), *rows]
+    return _titled("Client Cost (loadgen's own CPU)", lines)
+
+
+def _titled(title: str, lines: list[tuple[str, str]]) -> list[str]:
+    """A titled section of (label, value) rows in the summary's layout."""
+    return [_section(title), *(f"{label:<40} {value:<10}" for label, value in lines)]
 
 
 def saturation_line(sat: dict[str, Any]) -> str:
