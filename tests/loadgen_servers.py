@@ -237,6 +237,14 @@ def loadgen_process(*args: str, timeout: float = 60) -> subprocess.CompletedProc
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
 
 
+def plain_run_args(base_url: str, results_dir: Path, prompts: int, rate: int, output_len: int) -> list[str]:
+    """`loadgen run` arguments of a quiet plain run against a test server: `--json` summary on stdout,
+    no /metrics port, no linger, no exporter, results in `results_dir`."""
+    args = ["run", "--target", "openai", "--base-url", base_url, "--num-prompts", str(prompts)]
+    args += ["--rate", str(rate), "--output-len", f"fixed:{output_len}", "--quiet", "--json", "--linger", "0"]
+    return [*args, "--metrics-port", "0", "--results-dir", str(results_dir), "--exporter-url", "none"]
+
+
 def free_port() -> int:
     """A TCP port free right now on 127.0.0.1 (for --metrics-port in tests)."""
     import socket

@@ -106,13 +106,11 @@ def _run(args: list[str]) -> tuple[dict[str, Any], float]:
 
 @pytest.mark.timeout(60)
 def test_a_whole_run_reports_cpu_the_kernel_counted_for_its_process(tmp_path: Path) -> None:
-    from tests.loadgen_servers import FakeEngine, ServerThread
+    from tests.loadgen_servers import FakeEngine, ServerThread, plain_run_args
 
     engine = FakeEngine(ttft_s=0.002, itl_s=0.002)
     with ServerThread(engine.app) as server:
-        args = ["run", "--target", "openai", "--base-url", server.base_url, "--num-prompts", "40"]
-        args += ["--rate", "100", "--output-len", "fixed:8", "--quiet", "--json", "--linger", "0"]
-        args += ["--metrics-port", "0", "--results-dir", str(tmp_path), "--exporter-url", "none"]
+        args = plain_run_args(server.base_url, tmp_path, 40, 100, 8)
         summary, whole = _run(args)
     cpu = summary["client_cpu"]
     assert cpu["requests"] == summary["requests"]["total"] == 40

@@ -33,13 +33,11 @@ def test_the_exit_status_and_output_are_the_commands() -> None:
 
 @pytest.mark.timeout(60)
 def test_a_whole_run_leaves_its_output_and_record_whole(tmp_path: Path) -> None:
-    from tests.loadgen_servers import FakeEngine, ServerThread
+    from tests.loadgen_servers import FakeEngine, ServerThread, plain_run_args
 
     engine = FakeEngine(ttft_s=0.001, itl_s=0.001)
     with ServerThread(engine.app) as server:
-        args = ["run", "--target", "openai", "--base-url", server.base_url, "--num-prompts", "20"]
-        args += ["--rate", "200", "--output-len", "fixed:4", "--quiet", "--json", "--linger", "0"]
-        args += ["--metrics-port", "0", "--results-dir", str(tmp_path), "--exporter-url", "none"]
+        args = plain_run_args(server.base_url, tmp_path, 20, 200, 4)
         done = _console(*args, timeout=50)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["requests"]["ok"] == 20  # stdout flushed whole before the exit

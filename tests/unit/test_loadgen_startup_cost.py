@@ -105,13 +105,11 @@ def test_unserved_metrics_take_every_call_and_say_they_are_not_served() -> None:
 
 @pytest.mark.timeout(60)
 def test_a_whole_plain_run_imports_nothing_it_does_not_use(tmp_path: Path) -> None:
-    from tests.loadgen_servers import FakeEngine, ServerThread
+    from tests.loadgen_servers import FakeEngine, ServerThread, plain_run_args
 
     engine = FakeEngine(ttft_s=0.001, itl_s=0.001)
     with ServerThread(engine.app) as server:
-        args = ["run", "--target", "openai", "--base-url", server.base_url, "--num-prompts", "3"]
-        args += ["--rate", "50", "--output-len", "fixed:4", "--quiet", "--json", "--linger", "0"]
-        args += ["--metrics-port", "0", "--results-dir", str(tmp_path), "--exporter-url", "none"]
+        args = plain_run_args(server.base_url, tmp_path, 3, 50, 4)
         code = WHOLE_RUN.replace("ARGS", repr(args)).replace("OFF", repr(OFF_A_PLAIN_RUN))
         done = subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=50
