@@ -44,12 +44,12 @@ class Req:
 
 def from_loadgen(line: Mapping[str, Any]) -> Req:
     """A loadgen requests.jsonl line (a plain run: `sent_ns` is perf_counter_ns)."""
-    ttft, lag_s = line.get("ttft_s"), line.get("schedule_lag_s")
+    ttft, lag_s, sent = line.get("ttft_s"), line.get("schedule_lag_s"), int(line["sent_ns"])
     return Req(
         rid=str(line["x_request_id"]),
-        start_ns=int(line["sent_ns"]),
+        start_ns=sent,
         lag_ms=lag_s * 1e3 if lag_s is not None else None,
-        due_ns=int(line["sent_ns"]) - round(lag_s * 1e9) if lag_s is not None else None,
+        due_ns=sent - round(lag_s * 1e9) if lag_s is not None else None,
         ttft_ms=None if ttft is None else ttft * 1e3,
         itl_ms=tuple(v * 1e3 for v in line.get("itl_s") or ()),
         tokens=int(line.get("output_tokens") or 0),
