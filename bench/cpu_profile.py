@@ -279,12 +279,9 @@ def main() -> None:
         vs_go.PYTHON[0], vs_go.PATHS[:] = vs_go.own_environment(venv)
         where = f"client on core {cores[0]}, server on core {cores[1]}"
         print(f"cpuprofile: {where}; Python {sys.version.split()[0]}, {freq} samples a second", flush=True)
-        for label, r, s in (
-            ("a 1-request run", rate, 1 / rate),
-            (f"{rate} req/s for {seconds:g} s", rate, seconds),
-        ):
+        for label, s in (("a 1-request run", 1 / rate), (f"{rate} req/s for {seconds:g} s", seconds)):
             try:
-                profile, whole_ms, requests = profile_run(perf, tools, cores, r, s, freq)
+                profile, whole_ms, requests = profile_run(perf, tools, cores, rate, s, freq)
             except RuntimeError as exc:  # perf or the run failed: say so, as the other benches do
                 print(f"cpuprofile: {label}: not profiled, {exc}")
                 return
