@@ -227,6 +227,12 @@ class Dispatcher:
 
             self._send_aiohttp = send_request
 
+    @property
+    def ahead(self) -> bool:
+        """Whether a request is readied about AHEAD_NS before its time (the raw client without
+        --max-concurrency: the waker writes it on time), rather than started at its time."""
+        return self.raw is not None and self._slots is None
+
     def _request(
         self, record: RequestRecord, path: str, body: bytes, due_ns: int
     ) -> Coroutine[Any, Any, RequestRecord]:
@@ -258,7 +264,7 @@ class Dispatcher:
 
         The raw client without --max-concurrency starts the request a little ahead: it readies a
         connection and the waker thread writes the request at `due_ns` (see RawClient.send)."""
-        ahead = self.raw is not None and self._slots is None
+        ahead = self.ahead
         if ahead:
             await self.waker.sleep_until_ahead(due_ns)
         else:

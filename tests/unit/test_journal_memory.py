@@ -20,7 +20,7 @@ from loadgen.results.record import line_itls_ns, request_text, write_run
 from loadgen.run.measure import RELEASED
 from loadgen.run.steps import journaled_itls
 from loadgen.stats import describe, describe_ns, itl_gaps_ns, itls_s, summarize
-from loadgen.workload.generator import RequestSpec, SentDigest, fingerprint
+from loadgen.workload.generator import DIGEST_BATCH, RequestSpec, SentDigest, fingerprint
 
 START = 10**12
 
@@ -135,6 +135,17 @@ def test_the_sent_digest_is_the_fingerprint_however_it_is_stepped(steps: list[in
     assert sent.count == len(specs)
     assert len(sent._waiting) == 0  # digested specs are let go
     assert sent.value() == fingerprint(specs)  # reading it twice changes nothing
+
+
+def test_the_finishers_catch_up_digests_in_batches_and_keeps_the_fingerprint() -> None:
+    specs = [RequestSpec(i, [100 + i, 200, 300], 3, 8) for i in range(3 * DIGEST_BATCH + 5)]
+    sent = SentDigest()
+    for spec in specs:
+        sent.add(spec)
+        sent.catch_up()  # one request finishes per send
+        assert len(sent._waiting) < DIGEST_BATCH  # never more than a batch waits
+    assert len(sent._waiting) == 5  # the rest, under a batch, waits for value()
+    assert sent.value() == fingerprint(specs)
 
 
 def test_describe_ns_matches_numpy_and_the_float_describe() -> None:
