@@ -257,12 +257,12 @@ class Run:
         session_turn = getattr(workload, "session_turn", None)
         # in batches only where requests are readied ahead of their time (a batch then holds no send up)
         batch = PREP_BATCH if self.dispatcher.ahead else 1
-        ahead = Prepared(target, workload, model, cfg, zip(indices, schedule, strict=True), batch)
-        ahead.fill()  # the first batch before the start: its sends are not held up by it
+        prepared = Prepared(target, workload, model, cfg, zip(indices, schedule, strict=True), batch)
+        prepared.fill()  # the first batch before the start: its sends are not held up by it
         self.start_ns = perf_base(self.start_at)
         horizon = None if cfg.duration_s is None else self.start_ns + int(cfg.duration_s * 1e9)
         try:
-            for index, offset, spec, path, body in ahead:
+            for index, offset, spec, path, body in prepared:
                 due = self.start_ns + offset
                 if horizon is not None and max(due, time.perf_counter_ns()) >= horizon:
                     break
@@ -278,10 +278,10 @@ class Run:
                     record.session_id, record.turn_index = session_turn(index)
                 if not await self.dispatcher.send_at(due, record, path, body, horizon):
                     break
-                ahead.sent()
+                prepared.sent()
                 self.sent.add(spec)
         finally:
-            ahead.close()
+            prepared.close()
 
     async def _preconnect(self, schedule: list[int]) -> None:
         """Open the connections the opening stretch of the schedule needs before it starts (raw client)."""
@@ -300,9 +300,9 @@ class Prepared:
     the development VM); a batch pays that once. A batch (~0.2-0.4 ms) is made right after a request is
     readied, about AHEAD_NS before its time (the raw client's sends: Dispatcher.ahead), so it holds no
     send up; where requests start at their time (--max-concurrency, aiohttp) the batch is one request,
-    drawn before its wait as always. Requests drawn and never
-    sent (a stop, the end of a --duration run) are given back to the workload (`unsent`, where it has
-    one), so its facts count only what was sent (`clipped_requests`)."""
+    drawn before its wait as always. Requests drawn and never sent (a stop, the end of a --duration
+    run) are given back to the workload (`unsent`, where it has one), so its facts count only what was
+    sent (`clipped_requests`)."""
 
     def __init__(
         self,
@@ -320,12 +320,12 @@ class Prepared:
         self._error: Exception | None = None  # drawing or encoding a request failed (a loadgen bug)
 
     def fill(self) -> None:
-        """Draw and encode the next batch (nothing where the schedule is done)."""
+        """Draw and encode the next batch (nothing where the schedule is done or a request failed)."""
+        if self._error is not None:
+            return
         build, compact, request = self.target.build_payload, jsonbytes.compact, self.workload.request
         model, endpoint, ignore_eos = self.model, self.config.endpoint, self.config.ignore_eos
         batch = self._batch
-        if self._error is not None:
-            return
         for index, offset in itertools.islice(self._pairs, self._size):
             try:
                 spec = request(index)

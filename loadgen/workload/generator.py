@@ -76,6 +76,9 @@ def fingerprint(requests: Iterable[RequestSpec]) -> str:
     return sent.value()
 
 
+DIGEST_BATCH = 32  # requests SentDigest.catch_up digests at once
+
+
 class SentDigest:
     """`fingerprint` fed while a run goes: `add` holds a sent request until `step` digests it (in send
     order, off the send path) and lets it go, so a long run does not keep every prompt in memory."""
@@ -119,9 +122,6 @@ def definition_fingerprint(facts: dict[str, Any]) -> str:
     the canonical JSON of its `describe()` facts (`sha256:<hex>`). Comparability checks use this."""
     body = json.dumps({k: v for k, v in facts.items() if k != "definition_fingerprint"}, sort_keys=True)
     return f"sha256:{hashlib.sha256(body.encode()).hexdigest()}"
-
-
-DIGEST_BATCH = 32  # requests SentDigest.catch_up digests at once
 
 
 _TOKEN_IDS = range(TOKEN_ID_LOW, TOKEN_ID_HIGH + 1)

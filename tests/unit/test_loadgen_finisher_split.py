@@ -50,14 +50,14 @@ async def _order(tokens: int) -> tuple[list[str], RequestRecord]:
     return events, record
 
 
-@pytest.fixture(autouse=True)
-def _no_gather(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def no_gather(monkeypatch: pytest.MonkeyPatch) -> None:
     """The split's tests parse as soon as a request is queued (no batch gathers)."""
-    if "gather" not in request.node.name:
-        monkeypatch.setattr(measure, "FINISH_GATHER", 1)
+    monkeypatch.setattr(measure, "FINISH_GATHER", 1)
 
 
 @pytest.mark.asyncio
+@pytest.mark.usefixtures("no_gather")
 async def test_a_long_stream_is_encoded_after_a_turn_of_the_loop() -> None:
     events, record = await _order(SPLIT_READS - 1)  # SPLIT_READS reads with the [DONE]
     assert events == ["loop turn", "encoded 0"]
@@ -66,6 +66,7 @@ async def test_a_long_stream_is_encoded_after_a_turn_of_the_loop() -> None:
 
 
 @pytest.mark.asyncio
+@pytest.mark.usefixtures("no_gather")
 async def test_a_short_stream_is_parsed_and_encoded_in_one_step() -> None:
     events, record = await _order(SPLIT_READS - 2)
     assert events == ["encoded 0", "loop turn"]
