@@ -47,7 +47,12 @@ def is_own_checkout(top_level: Path, package_dir: Path) -> bool:
 
 
 def checkout_sha(package_dir: Path = PACKAGE_DIR) -> str | None:
-    """HEAD of the git checkout holding `package_dir`, only when that checkout is infergauge's."""
+    """HEAD of the git checkout holding `package_dir`, only when that checkout is infergauge's. git is
+    not run where the package's parent has no `.git` (a directory, or a file in a worktree): that
+    parent is no checkout's top level, so no checkout can count (`is_own_checkout`); an installed or
+    vendored copy pays one stat instead of a git process (~3 ms of CPU a run)."""
+    if not (package_dir.resolve().parent / ".git").exists():
+        return None
     out = _git(package_dir, "rev-parse", "--show-toplevel", "HEAD")  # one git run: both lines
     top, _, sha = (out or "").partition("\n")
     if not top or not sha or not is_own_checkout(Path(top), package_dir):

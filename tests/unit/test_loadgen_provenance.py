@@ -119,3 +119,26 @@ def test_item12_a_wheel_carries_its_commit_into_a_copy_without_git(tmp_path: Pat
     assert info["file"] == str(site / "loadgen" / "__init__.py")
     assert (info["git_sha"], info["git_sha_source"]) == (head, "build")
     assert head != outer_head
+
+
+def test_no_git_process_where_the_package_is_no_checkouts_top_level_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An installed or vendored copy (its parent holds no `.git`) never runs git; a directory that does
+    hold one still asks git (and counts only when it is infergauge's, as above)."""
+    import loadgen.provenance as provenance
+
+    runs: list[tuple[str, ...]] = []
+
+    def fake_git(cwd: Path, *args: str) -> str | None:
+        runs.append(args)
+        return f"{cwd.parent}\n{'a' * 40}"
+
+    monkeypatch.setattr(provenance, "_git", fake_git)
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "infergauge"\n')
+    (tmp_path / "loadgen").mkdir()
+    assert checkout_sha(tmp_path / "loadgen") is None
+    assert runs == []
+    (tmp_path / ".git").write_text("gitdir: /elsewhere/.git/worktrees/x\n")  # a worktree's .git file
+    assert checkout_sha(tmp_path / "loadgen") == "a" * 40
+    assert runs == [("rev-parse", "--show-toplevel", "HEAD")]
