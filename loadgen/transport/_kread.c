@@ -25,6 +25,7 @@ not built, KernelReader reads in Python and the waker thread writes the requests
 #include <sched.h>
 #include <string.h>
 #include <stdint.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -615,15 +616,26 @@ typedef struct {
 #define SCHED_RESET_ON_FORK_FLAG 0x01  /* SCHED_FLAG_RESET_ON_FORK: kept, dropping it needs privileges */
 
 static int sender_priority = PRIORITY_UNSET;  /* how the writer thread got the core (`priority()`) */
+static long long sender_slack = -1;  /* the writer thread's timer slack once it has its core, ns (`timer_slack()`) */
+
+/* The calling thread's timed waits end at their deadline instead of up to its timer slack later (the
+kernel may defer a SCHED_OTHER thread's timer by it to batch wake-ups: 50 µs unless set; PR_SET_TIMERSLACK
+is per thread and needs no privilege). 0 where it was set. */
+static int precise_timers(void) {
+    return prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+}
 
 /* Let the writer thread preempt the busy event-loop thread the moment a send is due, where the two
 share a core (a run pinned to one): real-time priority where permitted (root, CAP_SYS_NICE); else, on
 Linux 6.12 and later, EEVDF's shortest slice (sched_attr.sched_runtime of a SCHED_OTHER thread, which
 needs no privilege and keeps the thread's nice): a waking thread with a shorter slice preempts the
 running one (PREEMPT_SHORT) instead of waiting for the end of its ~3 ms slice. Older kernels ignore
-the field (the call succeeds and changes nothing). The thread only sleeps and writes. */
+the field (the call succeeds and changes nothing). The thread only sleeps and writes.
+Its timed waits would also end up to the thread's timer slack late (50 µs by default; a real-time thread
+has none on recent kernels, older ones kept it for futex waits): `precise_timers` takes it to 1 ns. */
 static int prefer_cpu(void) {
     struct sched_param param = {.sched_priority = 1};
+    precise_timers();
     if (sched_setscheduler(0, SCHED_FIFO, &param) == 0) return PRIORITY_REALTIME;
 #if defined(SYS_sched_getattr) && defined(SYS_sched_setattr)
     SchedAttr attr;
@@ -641,7 +653,9 @@ static int prefer_cpu(void) {
 
 static void *sender_main(void *arg) {
     Sender *self = arg;
-    __atomic_store_n(&sender_priority, prefer_cpu(), __ATOMIC_RELEASE);
+    int how = prefer_cpu();
+    __atomic_store_n(&sender_slack, (long long)prctl(PR_GET_TIMERSLACK, 0UL, 0UL, 0UL, 0UL), __ATOMIC_RELEASE);
+    __atomic_store_n(&sender_priority, how, __ATOMIC_RELEASE);
     pthread_mutex_lock(&self->mu);
     for (;;) {
         if (self->heap.n == 0) {
@@ -840,6 +854,10 @@ static PyObject *priority(PyObject *module, PyObject *unused) {
     return PyUnicode_FromString(PRIORITY_NAMES[__atomic_load_n(&sender_priority, __ATOMIC_ACQUIRE)]);
 }
 
+static PyObject *timer_slack(PyObject *module, PyObject *unused) {
+    return PyLong_FromLongLong(__atomic_load_n(&sender_slack, __ATOMIC_ACQUIRE));
+}
+
 /* rawhttp._Conn._head's parse of a whole response head, for the usual head: `head(buf)` with buf the
    bytes read so far returns (status, HTTP/1.0 or not, fields, the body bytes after the head), fields the
    `connection`, `transfer-encoding` and `content-length` header values the head's dict comprehension keeps
@@ -923,8 +941,17 @@ static PyObject *head(PyObject *module, PyObject *arg) {
     return Py_BuildValue("(lON" "y#)", status, http10 ? Py_True : Py_False, fields, blank + 4, n - cut - 4);
 }
 
+static PyObject *py_precise_timers(PyObject *module, PyObject *unused) {
+    if (precise_timers() != 0) return PyErr_SetFromErrno(PyExc_OSError);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
+    {"precise_timers", py_precise_timers, METH_NOARGS,
+     "precise_timers(): the calling thread's timed waits end at their deadline (timer slack 1 ns)"},
     {"head", head, METH_O, "head(buf): (status, http/1.0, fields, body) of a whole usual response head, or None"},
+    {"timer_slack", timer_slack, METH_NOARGS,
+     "timer_slack(): the writer thread's timer slack (ns) once it got its core, set with priority(); -1 before"},
     {"priority", priority, METH_NOARGS,
      "how the last Sender's thread got the core: 'realtime', 'short-slice', 'none' ('' before one ran)"},
     {"set_token", set_token, METH_O, "set_token(marker): what marks a read as one compact token event"},

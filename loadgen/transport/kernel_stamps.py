@@ -144,6 +144,20 @@ def sender_started() -> None:
     _counts["senders"] += 1
 
 
+def precise_timers() -> bool:
+    """Let the calling thread's timed waits end at their deadline rather than up to its timer slack later
+    (50 µs by default; `_kread.c`'s precise_timers), where the C module is built; False where it is not.
+    For a send-time thread (a real-time one has no slack on recent kernels; older ones kept it for futex
+    waits)."""
+    if _kread is None:
+        return False
+    try:
+        _kread.precise_timers()
+    except OSError:
+        return False
+    return True
+
+
 def note_waker_priority(how: str) -> None:
     """How the Python waker thread got the core: `realtime` or `none` (dispatch._prefer_cpu)."""
     _waker_priority[0] = how

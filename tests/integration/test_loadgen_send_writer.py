@@ -164,7 +164,8 @@ for tid in os.listdir(f"/proc/{os.getpid()}/task"):
         if line.startswith("se.slice"):
             slices[int(tid)] = int(line.split(":")[1])
 main = os.getpid()
-print(_kread.priority(), slices.get(main, -1), min((v for k, v in slices.items() if k != main), default=-1))
+print(_kread.priority(), slices.get(main, -1), min((v for k, v in slices.items() if k != main), default=-1),
+      int(open(f"/proc/{main}/timerslack_ns").read()), _kread.timer_slack())
 sender.close()
 """
 
@@ -177,7 +178,7 @@ def _kernel_at_least(major: int, minor: int) -> bool:
     return got >= (major, minor)
 
 
-def _child_priority(drop_nice: bool) -> tuple[str, int, int]:
+def _child_priority(drop_nice: bool) -> tuple[str, int, int, int, int]:
     import shutil
     import subprocess
     import sys
@@ -188,7 +189,7 @@ def _child_priority(drop_nice: bool) -> tuple[str, int, int]:
         if shutil.which("setpriv") is None:
             pytest.skip("setpriv (util-linux) is not installed")
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=True).stdout.split()
-    return out[0], int(out[1]), int(out[2])
+    return out[0], int(out[1]), int(out[2]), int(out[3]), int(out[4])
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="Linux only")
@@ -198,7 +199,9 @@ def test_without_real_time_priority_the_writer_takes_eevdfs_shortest_slice() -> 
     instead of waiting out the loop's slice. The loop's own thread keeps the default slice."""
     if os.geteuid() != 0 and not _kernel_at_least(6, 12):
         pytest.skip("no short slices before Linux 6.12")
-    how, main_slice, writer_slice = _child_priority(drop_nice=os.geteuid() == 0)
+    how, main_slice, writer_slice, main_slack, writer_slack = _child_priority(drop_nice=os.geteuid() == 0)
+    assert writer_slack == 1  # its timed waits end at the due time, not up to the timer slack later
+    assert main_slack != 1  # the event loop's thread keeps its own
     if not _kernel_at_least(6, 12):
         assert how in ("short-slice", "none")  # older kernels take the field and ignore it
         return
@@ -207,10 +210,37 @@ def test_without_real_time_priority_the_writer_takes_eevdfs_shortest_slice() -> 
     assert main_slice != 100_000
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="Linux only")
+def test_precise_timers_takes_the_calling_threads_timer_slack_to_one_ns() -> None:
+    """What a send-time thread calls as it starts (the C writer in prefer_cpu, the Python waker in
+    dispatch._prefer_cpu): its own timer slack only, not the process's other threads'."""
+    import threading
+
+    from loadgen.transport import kernel_stamps
+
+    def slack_of(tid: int) -> int:
+        return int(Path(f"/proc/{tid}/timerslack_ns").read_text())  # a thread's own, by its id
+
+    if not Path(f"/proc/{threading.get_native_id()}/timerslack_ns").exists():
+        pytest.skip("no timerslack_ns in /proc before Linux 4.6")
+    main_before = slack_of(threading.get_native_id())
+    got: list[tuple[bool, int]] = []
+
+    def body() -> None:
+        got.append((kernel_stamps.precise_timers(), slack_of(threading.get_native_id())))
+
+    thread = threading.Thread(target=body)
+    thread.start()
+    thread.join()
+    assert got == [(True, 1)]
+    assert slack_of(threading.get_native_id()) == main_before
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="real-time priority needs root or CAP_SYS_NICE")
 def test_where_permitted_the_writer_runs_at_real_time_priority() -> None:
-    how, _, _ = _child_priority(drop_nice=False)
+    how, _, _, _, writer_slack = _child_priority(drop_nice=False)
     assert how == "realtime"
+    assert writer_slack in (0, 1)  # set to 1 ns; Linux 6.x shows 0 for a real-time thread, which has none
 
 
 async def test_an_open_loop_run_records_how_its_writer_got_the_core(tmp_path: Path) -> None:
