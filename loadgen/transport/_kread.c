@@ -25,7 +25,9 @@ not built, KernelReader reads in Python and the waker thread writes the requests
 #include <sched.h>
 #include <string.h>
 #include <stdint.h>
+#ifdef __linux__
 #include <sys/prctl.h>
+#endif
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -622,7 +624,21 @@ static long long sender_slack = -1;  /* the writer thread's timer slack once it 
 kernel may defer a SCHED_OTHER thread's timer by it to batch wake-ups: 50 µs unless set; PR_SET_TIMERSLACK
 is per thread and needs no privilege). 0 where it was set. */
 static int precise_timers(void) {
+#ifdef PR_SET_TIMERSLACK
     return prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+#else
+    errno = ENOSYS;  /* no timer slack to set (not Linux) */
+    return -1;
+#endif
+}
+
+/* The calling thread's timer slack, ns (-1 where there is none to read). */
+static long long current_slack(void) {
+#ifdef PR_GET_TIMERSLACK
+    return (long long)prctl(PR_GET_TIMERSLACK, 0UL, 0UL, 0UL, 0UL);
+#else
+    return -1;
+#endif
 }
 
 /* Let the writer thread preempt the busy event-loop thread the moment a send is due, where the two
@@ -654,7 +670,7 @@ static int prefer_cpu(void) {
 static void *sender_main(void *arg) {
     Sender *self = arg;
     int how = prefer_cpu();
-    __atomic_store_n(&sender_slack, (long long)prctl(PR_GET_TIMERSLACK, 0UL, 0UL, 0UL, 0UL), __ATOMIC_RELEASE);
+    __atomic_store_n(&sender_slack, current_slack(), __ATOMIC_RELEASE);
     __atomic_store_n(&sender_priority, how, __ATOMIC_RELEASE);
     pthread_mutex_lock(&self->mu);
     for (;;) {
