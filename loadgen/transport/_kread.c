@@ -670,6 +670,7 @@ static int prefer_cpu(void) {
 static void *sender_main(void *arg) {
     Sender *self = arg;
     int how = prefer_cpu();
+    /* the slack first: a reader that sees the priority set (it waits for that) sees the slack too */
     __atomic_store_n(&sender_slack, current_slack(), __ATOMIC_RELEASE);
     __atomic_store_n(&sender_priority, how, __ATOMIC_RELEASE);
     pthread_mutex_lock(&self->mu);
